@@ -1,0 +1,31 @@
+"""Elementwise GELU (exact, erf-based) on a large 2-D tensor."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """Applies GELU(x) = x * Phi(x) with the exact erf formulation."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Elementwise; output has the shape of x."""
+        return F.gelu(x)
+
+
+batch_size = 8192
+dim = 16384
+
+CPU_SHAPES = {"batch_size": 4, "dim": 500}
+
+
+def get_inputs():
+    x = torch.randn(batch_size, dim)
+    return [x]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,131 @@
+"""Typed run configuration: models per role, budgets, review settings.
+
+Every field has a description and an environment-variable fallback (``KERNELSKILL_<FIELD>``,
+upper-case). A TOML config file (``kernelskill.toml`` in the working directory, or the path in
+``KERNELSKILL_CONFIG``) may set the same fields; explicit arguments win over the file, the file
+over the environment, the environment over the defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+ROLES = ("generator", "diagnoser", "planner", "optimizer")
+
+
+def _env(name: str, default: Any) -> Any:
+    raw = os.environ.get(f"KERNELSKILL_{name.upper()}")
+    if raw is None:
+        return default
+    if isinstance(default, bool):
+        return raw.lower() in ("1", "true", "yes", "on")
+    if isinstance(default, int):
+        return int(raw)
+    if isinstance(default, float):
+        return float(raw)
+    return raw
+
+
+@dataclass(kw_only=True)
+class Context:
+    """Configuration of one run (LangGraph runtime context)."""
+
+    model: str = field(
+        default="",
+        metadata={"description": "Chat model for every role unless a role overrides it (e.g. gpt-4.1)."},
+    )
+    base_url: str = field(
+        default="",
+        metadata={"description": "OpenAI-compatible endpoint (vLLM, SGLang, Ollama...); empty = OpenAI."},
+    )
+    api_key_env: str = field(
+        default="OPENAI_API_KEY",
+        metadata={"description": "Name of the environment variable holding the API key."},
+    )
+    generator_model: str = field(default="", metadata={"description": "Model for the generator."})
+    diagnoser_model: str = field(default="", metadata={"description": "Model for the diagnoser."})
+    planner_model: str = field(default="", metadata={"description": "Model for the planner."})
+    optimizer_model: str = field(default="", metadata={"description": "Model for the optimizer."})
+    generator_temperature: float = field(
+        default=0.2, metadata={"description": "Generator temperature (code: cold)."}
+    )
+    diagnoser_temperature: float = field(
+        default=0.1, metadata={"description": "Diagnoser temperature (code: cold)."}
+    )
+    planner_temperature: float = field(
+        default=0.8, metadata={"description": "Planner temperature (plans: hotter)."}
+    )
+    optimizer_temperature: float = field(
+        default=0.1, metadata={"description": "Optimizer temperature (code: cold)."}
+    )
+    scripted: str = field(
+        default="",
+        metadata={"description": "Path of a scripted-model file (demo/tests): no endpoint is called."},
+    )
+    max_rounds: int = field(
+        default=3, metadata={"description": "Optimization rounds after the seed round."}
+    )
+    max_repairs: int = field(
+        default=3, metadata={"description": "Repair attempts per candidate before it is abandoned."}
+    )
+    device: str = field(
+        default="auto",
+        metadata={"description": "Where candidates run: auto (CUDA if present), cuda, or cpu."},
+    )
+    review_timeout_s: float = field(
+        default=300.0, metadata={"description": "Wall-time limit of one evaluation (seconds)."}
+    )
+    correctness_trials: int = field(
+        default=3, metadata={"description": "Fresh seeded inputs each candidate must match."}
+    )
+    seed: int = field(default=42, metadata={"description": "Seed for weights and inputs."})
+    run_dir: str = field(
+        default="",
+        metadata={"description": "Directory for this run's artifacts (candidates, logs, report)."},
+    )
+    skills_db: str = field(
+        default="",
+        metadata={"description": "Chroma directory of the skills index (default ~/.cache/kernelskill)."},
+    )
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            default = f.default if f.default is not MISSING else None
+            if getattr(self, f.name) == default:
+                setattr(self, f.name, _env(f.name, default))
+
+    def role_model(self, role: str) -> str:
+        """The model name for ``role`` (its own override, else the shared one)."""
+        return getattr(self, f"{role}_model", "") or self.model
+
+    def role_temperature(self, role: str) -> float:
+        """The temperature for ``role``."""
+        return float(getattr(self, f"{role}_temperature", 0.2))
+
+    def has_llm(self) -> bool:
+        """True when a model endpoint or a scripted model is configured."""
+        return bool(self.scripted or self.model or any(self.role_model(r) for r in ROLES))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (saved in the run directory so ``resume`` uses the same settings)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def load_context(config_path: str | Path | None = None, **overrides: Any) -> Context:
+    """Build a :class:`Context` from defaults, environment, a TOML file and ``overrides``."""
+    values: dict[str, Any] = {}
+    path = Path(config_path or os.environ.get("KERNELSKILL_CONFIG", "kernelskill.toml"))
+    if path.is_file():
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+        known = {f.name for f in fields(Context)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"{path}: unknown configuration keys {unknown}")
+        values.update(data)
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return Context(**values)

@@ -1,0 +1,32 @@
+"""Short-term memory: compact summaries of the trajectory for the model-backed roles."""
+
+from __future__ import annotations
+
+from .state import State
+
+
+def trajectory_summary(state: State, limit: int = 12) -> str:
+    """One line per finished round: plan, outcome, timing or error."""
+    lines = []
+    for e in state.get("trajectory", [])[-limit:]:
+        skill = e["skill_id"] or "seed"
+        if e["outcome"] == "correct":
+            kind = "GPU" if e["timing_kind"] == "cuda_events" else "interpreter, not a speedup"
+            t = f"{e['runtime_ms']:.3f} ms ({kind})" if e["runtime_ms"] is not None else "untimed"
+            extra = f"correct, {t}" + (", new best" if e["improved"] else ", not better than best")
+        else:
+            extra = f"{e['outcome']} after {e['repairs']} repairs: {e['error_digest'][:160]}"
+        lines.append(f"- round {e['round']} [{skill}]: {extra}")
+    failed = state.get("failed_plans", [])
+    if failed:
+        lines.append(f"- plans that did not improve (never repeat): {', '.join(sorted(set(failed)))}")
+    return "\n".join(lines) or "- (nothing yet)"
+
+
+def failure_history(state: State, limit: int = 8) -> str:
+    """The most recent failed reviews in this task, oldest first."""
+    fails = [a for a in state.get("attempts", []) if a["status"] != "correct"][-limit:]
+    return (
+        "\n".join(f"- {a['candidate_id']} (round {a['round']}): {a['status']}: {a['error_digest'][:200]}" for a in fails)
+        or "- (none)"
+    )

@@ -1,0 +1,124 @@
+"""Graph state: the short-term memory of one optimization, with explicit reducers.
+
+Everything here is plain JSON-like data (TypedDicts), so the SQLite checkpointer can persist every
+step and a killed run resumes from its last finished node. Fields without a reducer are
+overwritten by the node that returns them; accumulating fields say how they accumulate.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, Literal, TypedDict
+
+from kernelskill.runner.result import ReviewResult
+
+Origin = Literal["generator", "diagnoser", "optimizer"]
+
+
+class Task(TypedDict):
+    """The reference problem: a KernelBench-format file."""
+
+    name: str
+    path: str
+    source: str
+
+
+class Candidate(TypedDict):
+    """One candidate ``ModelNew`` source and where it came from."""
+
+    id: str
+    source: str  # empty when the model's reply held no usable code block
+    origin: Origin
+    parent_id: str | None
+    round: int
+    note: str  # the plan or repair that produced it, one line
+
+
+class Plan(TypedDict):
+    """The planner's choice for one round."""
+
+    skill_id: str
+    title: str
+    reason: str  # why the policy allowed it and why it ranks first
+    trace: list[str]  # the decision trace: rules that fired, with their numbers
+
+
+class Best(TypedDict):
+    """Best correct candidate so far and its review."""
+
+    candidate: Candidate
+    review: ReviewResult
+
+
+class TrajectoryEntry(TypedDict):
+    """One finished round: what was tried and how it came out."""
+
+    round: int
+    candidate_id: str
+    skill_id: str | None  # None for the seed round
+    plan_reason: str
+    outcome: str  # a ReviewStatus, or "abandoned" after the repair budget ran out
+    repairs: int
+    runtime_ms: float | None
+    timing_kind: str | None
+    speedup_vs_eager: float | None
+    error_digest: str
+    improved: bool  # became the new best
+
+
+class Attempt(TypedDict):
+    """One review of one candidate (every repair attempt included)."""
+
+    candidate_id: str
+    round: int
+    status: str
+    error_digest: str
+
+
+class Budget(TypedDict):
+    """Limits the routers read (copied from the run context by the generator)."""
+
+    max_rounds: int
+    max_repairs: int
+
+
+class InputState(TypedDict, total=False):
+    """What a caller provides: the task file (and optionally budgets, else the context's)."""
+
+    task_path: str
+
+
+class State(TypedDict, total=False):
+    """The full internal state."""
+
+    task_path: str
+    task: Task
+    budget: Budget
+    round: int  # 0 = seed round; each optimizer call starts the next
+    repairs: int  # repairs spent on the current candidate's chain
+    current: Candidate  # the candidate under review
+    review: ReviewResult  # the latest review (of ``current``)
+    best: Best  # best correct candidate so far
+    features: dict[str, Any]  # static features of the best candidate
+    decision: dict[str, Any]  # the policy's decision (bottleneck, allowed skills, trace)
+    plan: Plan | None  # this round's plan; None when nothing applicable is left
+    stop_reason: str  # why the run ended (set by the node that ends it)
+    candidates: Annotated[list[Candidate], operator.add]
+    """Every candidate produced, in order (appended)."""
+    attempts: Annotated[list[Attempt], operator.add]
+    """Every review outcome, repairs included (appended)."""
+    trajectory: Annotated[list[TrajectoryEntry], operator.add]
+    """One entry per finished round (appended)."""
+    failed_plans: Annotated[list[str], operator.add]
+    """Skill ids whose round did not improve on the best (appended; never re-planned)."""
+    tokens: Annotated[list[dict[str, Any]], operator.add]
+    """Token usage per model call: role, input, output (appended)."""
+
+
+class OutputState(TypedDict, total=False):
+    """What a run returns."""
+
+    task: Task
+    best: Best
+    trajectory: list[TrajectoryEntry]
+    stop_reason: str

@@ -1,0 +1,5 @@
+"""python -m kernelskill."""
+
+from kernelskill.cli import main
+
+main()

@@ -1,0 +1,283 @@
+"""The ``kernelskill`` command line (Typer)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(help="Turn a PyTorch module into verified, faster Triton kernels.", no_args_is_help=True)
+skills_app = typer.Typer(help="The skills knowledge base (long-term memory).", no_args_is_help=True)
+app.add_typer(skills_app, name="skills")
+console = Console(highlight=False, soft_wrap=True)
+
+DEMO_DIR = Path(__file__).resolve().parent.parent / "evals" / "demo"
+
+
+class Progress:
+    """Prints one line per finished node and a spinner while a node runs."""
+
+    def __init__(self) -> None:
+        self.status: Any = None
+
+    def __call__(self, event: str, node: str, message: str) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+        if event == "done":
+            console.print(f"[bold cyan]{node:>17}[/] {message}")
+        elif event == "start":
+            self.status = console.status(f"running {node}...")
+            self.status.start()
+        else:
+            console.print(message)
+
+    def close(self) -> None:
+        """Stop the spinner."""
+        if self.status is not None:
+            self.status.stop()
+
+
+def _check_mode(ctx: Any) -> None:
+    from kernelskill.runner.env import cuda_available
+
+    if ctx.has_llm():
+        return
+    gpu = cuda_available()
+    console.print(
+        "[red]No model endpoint is configured.[/] Configure one of:\n"
+        "  - a model: KERNELSKILL_MODEL=gpt-4.1 and OPENAI_API_KEY=... (any OpenAI-compatible server:\n"
+        "    add KERNELSKILL_BASE_URL=http://localhost:8000/v1 for vLLM / SGLang / Ollama), or --model;\n"
+        "  - a scripted model for a dry run: --scripted FILE (see evals/demo/script.json).\n"
+        + (
+            "A CUDA GPU is present, but the offline engine (compiler seed + deterministic skills) is not "
+            "implemented yet."
+            if gpu
+            else "No CUDA GPU either: on a GPU machine the offline engine will not need a model."
+        )
+    )
+    raise typer.Exit(2)
+
+
+def _run(run: Any, resume: bool) -> None:
+    from kernelskill.report import build_report, render_markdown
+    from kernelskill.runs import execute
+
+    console.print(f"thread id: [bold]{run.thread_id}[/]  (run dir {run.dir})")
+    console.print(f"resume with: kernelskill resume {run.thread_id}")
+    progress = Progress()
+    try:
+        state = execute(run, resume=resume, progress=progress)
+    except Exception as e:  # endpoint down, bad key, ...: the checkpoint keeps the finished nodes
+        progress.close()
+        console.print(f"[red]run stopped:[/] {type(e).__name__}: {e}")
+        console.print(f"fix the cause, then: kernelskill resume {run.thread_id}")
+        raise typer.Exit(1) from None
+    finally:
+        progress.close()
+    report = build_report(run, state)
+    console.print()
+    console.print(render_markdown(report))
+    console.print(f"best candidate: {run.dir / 'best.py' if state.get('best') else '(none)'}")
+    console.print(f"report: {run.dir / 'report.md'}")
+
+
+@app.command()
+def optimize(
+    task_file: Annotated[Path, typer.Argument(help="KernelBench-format task file (Model, get_inputs, get_init_inputs).")],
+    model: Annotated[str | None, typer.Option(help="Chat model for every role (else KERNELSKILL_MODEL).")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint URL.")] = None,
+    scripted: Annotated[str | None, typer.Option(help="Scripted-model file: no endpoint is called.")] = None,
+    rounds: Annotated[int | None, typer.Option(help="Optimization rounds after the seed.")] = None,
+    repairs: Annotated[int | None, typer.Option(help="Repair attempts per candidate.")] = None,
+    device: Annotated[str | None, typer.Option(help="auto | cuda | cpu")] = None,
+    runs_dir: Annotated[Path | None, typer.Option(help="Where run directories go (default ./runs).")] = None,
+    thread_id: Annotated[str, typer.Option(help="Thread id to use (default: generated).")] = "",
+    config: Annotated[Path | None, typer.Option(help="TOML config file (default ./kernelskill.toml).")] = None,
+) -> None:
+    """Optimize one task; prints the thread id, progress and the final report."""
+    from kernelskill.graph.context import load_context
+    from kernelskill.runner.taskfile import TaskFileError, load_task_module
+    from kernelskill.runs import new_run
+
+    if not task_file.is_file():
+        console.print(f"[red]no such task file: {task_file}[/]")
+        raise typer.Exit(2)
+    try:
+        load_task_module(task_file, cpu=True)
+    except TaskFileError as e:
+        console.print(f"[red]unusable task file:[/] {e}")
+        raise typer.Exit(2) from None
+    ctx = load_context(
+        config, model=model, base_url=base_url, scripted=scripted, max_rounds=rounds, max_repairs=repairs, device=device
+    )
+    _check_mode(ctx)
+    run = new_run(task_file, ctx, root=runs_dir, thread_id=thread_id)
+    _run(run, resume=False)
+
+
+@app.command()
+def resume(
+    thread_id: Annotated[str, typer.Argument(help="Thread id printed by `optimize` (or a run directory).")],
+    runs_dir: Annotated[Path | None, typer.Option(help="Where run directories are (default ./runs).")] = None,
+) -> None:
+    """Continue an interrupted run from its last finished node."""
+    from kernelskill.runs import RunError, load_run
+
+    try:
+        run = load_run(thread_id, runs_dir)
+    except RunError as e:
+        console.print(f"[red]{e}[/]")
+        raise typer.Exit(2) from None
+    _run(run, resume=True)
+
+
+@app.command()
+def review(
+    task_file: Annotated[Path, typer.Argument(help="KernelBench-format task file.")],
+    candidate_file: Annotated[Path, typer.Argument(help="Candidate module defining ModelNew.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the full result as JSON.")] = False,
+    device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
+    timeout: Annotated[float, typer.Option(help="Evaluation time limit (s).")] = 300.0,
+    trials: Annotated[int, typer.Option(help="Correctness trials on fresh inputs.")] = 3,
+) -> None:
+    """Review one candidate: exit 0 when it passes, 1 when rejected, 2 on unusable arguments."""
+    import tempfile
+
+    from kernelskill.runner.sandbox import run_review
+
+    for p in (task_file, candidate_file):
+        if not p.is_file():
+            console.print(f"[red]no such file: {p}[/]")
+            raise typer.Exit(2)
+    with tempfile.TemporaryDirectory(prefix="kernelskill-review-") as tmp:
+        result = run_review(
+            task_file, candidate_file.read_text(), tmp, candidate_file.stem, timeout_s=timeout, device=device, trials=trials
+        )
+    if result["status"] == "invalid_task":
+        console.print(f"[red]unusable task:[/] {result['error_digest']}")
+        raise typer.Exit(2)
+    if as_json:
+        print(json.dumps(result, indent=2, default=str))
+    elif result["status"] == "correct":
+        console.print(f"[green]PASS[/] on {result.get('device')}: candidate {result['runtime_ms']:.4f} ms, eager {result.get('eager_ms') or 0:.4f} ms")
+        if result.get("timing_kind") == "cuda_events":
+            console.print(f"speedup vs eager: {result.get('speedup_vs_eager') or 0:.3f}x")
+        else:
+            console.print("(CPU interpreter timings: correctness only, not a speedup)")
+    else:
+        console.print(f"[red]REJECTED[/] ({result['status']}): {result.get('error_digest', '')}")
+    raise typer.Exit(0 if result["status"] == "correct" else 1)
+
+
+@app.command("eval")
+def eval_cmd(
+    level: Annotated[int, typer.Option(help="Task level (1, 2 or 3) of the bundled suite.")] = 1,
+    tasks: Annotated[Path | None, typer.Option(help="A folder of task files instead (e.g. a KernelBench level).")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many tasks (0 = all).")] = 0,
+    gpus: Annotated[str, typer.Option(help="Comma-separated GPU ids, one worker each (empty = one worker).")] = "",
+    out: Annotated[Path | None, typer.Option(help="Eval run directory (reuse one to resume).")] = None,
+    scripted: Annotated[str | None, typer.Option(help="Scripted-model file.")] = None,
+    model: Annotated[str | None, typer.Option(help="Chat model for every role.")] = None,
+    rounds: Annotated[int | None, typer.Option(help="Optimization rounds per task.")] = None,
+    device: Annotated[str | None, typer.Option(help="auto | cuda | cpu")] = None,
+) -> None:
+    """Run the optimizer over a task suite and summarize (resumable)."""
+    from kernelskill.evals.runner import run_eval
+    from kernelskill.graph.context import load_context
+
+    ctx = load_context(None, scripted=scripted, model=model, max_rounds=rounds, device=device)
+    _check_mode(ctx)
+    summary = run_eval(level=level, tasks_dir=tasks, limit=limit, gpus=gpus, out=out, ctx=ctx, console=console)
+    raise typer.Exit(0 if summary["tasks"] else 1)
+
+
+@app.command()
+def demo(
+    runs_dir: Annotated[Path | None, typer.Option(help="Where the run directory goes.")] = None,
+) -> None:
+    """Run the whole graph on CPU on a bundled task with the SCRIPTED demo model."""
+    from kernelskill.graph.context import load_context
+    from kernelskill.runs import new_run
+
+    meta = json.loads((DEMO_DIR / "demo.json").read_text())
+    console.print("[bold yellow]DEMO: the model is SCRIPTED[/] (replies from evals/demo/, no endpoint is called)")
+    ctx = load_context(None, scripted=str(DEMO_DIR / "script.json"), device="cpu", **meta.get("context", {}))
+    task = (DEMO_DIR / meta["task"]).resolve()
+    run = new_run(task, ctx, root=runs_dir)
+    _run(run, resume=False)
+
+
+@skills_app.command("list")
+def skills_list() -> None:
+    """List the skill cards."""
+    from kernelskill.skills_kb.library import default_library
+
+    lib = default_library()
+    for cid, card in sorted(lib.cards.items()):
+        console.print(f"{cid:32} {', '.join(card.bottlenecks):40} {card.title}")
+    for err in lib.errors:
+        console.print(f"[red]invalid card:[/] {err}")
+    console.print(f"{len(lib.cards)} cards")
+
+
+@skills_app.command("show")
+def skills_show(skill_id: Annotated[str, typer.Argument(help="Card id.")]) -> None:
+    """Show one card."""
+    from kernelskill.skills_kb.library import default_library, render_card
+
+    try:
+        card = default_library().get(skill_id)
+    except KeyError as e:
+        console.print(f"[red]{e.args[0]}[/]")
+        raise typer.Exit(2) from None
+    console.print(render_card(card, full=True), markup=False)
+
+
+@skills_app.command("search")
+def skills_search(
+    text: Annotated[str, typer.Argument(help="What you are looking for.")],
+    k: Annotated[int, typer.Option(help="How many results.")] = 5,
+) -> None:
+    """Semantic search over the cards (Chroma + packaged MiniLM)."""
+    from kernelskill.skills_kb.index import open_index
+    from kernelskill.skills_kb.library import default_library
+
+    lib = default_library()
+    for hit in open_index().search(text, k=k):
+        console.print(f"{hit.similarity:.3f}  {hit.skill_id:32} {lib.cards[hit.skill_id].title}")
+
+
+@skills_app.command("reindex")
+def skills_reindex(
+    force: Annotated[bool, typer.Option(help="Re-embed every card, changed or not.")] = False,
+) -> None:
+    """Bring the Chroma index up to date with the card files."""
+    from kernelskill.skills_kb.index import SkillIndex
+
+    with console.status("embedding skill cards..."):
+        index = SkillIndex()
+        changes = index.sync(force=force)
+    console.print(
+        f"index {index.db_dir}: {len(changes['embedded'])} embedded, {len(changes['removed'])} removed, "
+        f"{index.collection.count()} cards"
+    )
+    for err in index.library.errors:
+        console.print(f"[red]skipped invalid card:[/] {err}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        console.print("\ninterrupted; resume with `kernelskill resume THREAD_ID`")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""Run directories: create, execute with a SQLite checkpointer and progress, resume, report.
+
+Layout of one run (``runs/<thread-id>/``)::
+
+    run.json            task path and the full run configuration (resume re-reads it)
+    checkpoints.sqlite  LangGraph checkpoints, written synchronously after every node
+    events.jsonl        one line per finished node (time, node, round, summary, pid)
+    candidates/         every candidate's source, request, result and log
+    best.py             the best correct ModelNew source
+    report.md / .json   the final report
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelskill.graph.context import Context
+from kernelskill.graph.state import State
+
+
+def runs_root() -> Path:
+    """``$KERNELSKILL_RUNS_DIR`` or ``./runs``."""
+    return Path(os.environ.get("KERNELSKILL_RUNS_DIR", "runs"))
+
+
+@dataclass
+class Run:
+    """One optimization run on disk."""
+
+    thread_id: str
+    dir: Path
+    task_path: str
+    context: Context
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """LangGraph config selecting this run's thread."""
+        return {"configurable": {"thread_id": self.thread_id}, "recursion_limit": 500}
+
+
+class RunError(RuntimeError):
+    """A run that cannot be created or found."""
+
+
+def new_run(task_path: str | Path, ctx: Context, root: Path | None = None, thread_id: str = "") -> Run:
+    """Create the run directory and save its configuration."""
+    task = Path(task_path).resolve()
+    tid = thread_id or f"{task.stem}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+    run_dir = (root or runs_root()) / tid
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ctx.run_dir = str(run_dir.resolve())
+    (run_dir / "run.json").write_text(
+        json.dumps({"thread_id": tid, "task_path": str(task), "context": ctx.to_dict()}, indent=2)
+    )
+    return Run(tid, run_dir, str(task), ctx)
+
+
+def load_run(thread_id: str, root: Path | None = None) -> Run:
+    """Find a run by thread id (a run directory path also works)."""
+    candidates = [Path(thread_id), (root or runs_root()) / thread_id]
+    for d in candidates:
+        if (d / "run.json").is_file():
+            meta = json.loads((d / "run.json").read_text())
+            return Run(meta["thread_id"], d, meta["task_path"], Context(**meta["context"]))
+    raise RunError(f"no run {thread_id!r} under {root or runs_root()} (looked for run.json)")
+
+
+def describe(node: str, update: dict[str, Any]) -> str:
+    """One progress line for a finished node."""
+    if not update:
+        return ""
+    if node in ("generator", "diagnoser", "optimizer"):
+        c = update["current"]
+        what = f"{len(c['source'].splitlines())} lines" if c["source"] else f"no code ({c['note']})"
+        return f"candidate {c['id']}: {what}"
+    if node == "reviewer":
+        r = update["review"]
+        if r["status"] == "correct":
+            if r.get("timing_kind") == "cuda_events":
+                t = f"{r['runtime_ms']:.4f} ms, {r.get('speedup_vs_eager') or 0:.2f}x vs eager"
+            else:
+                t = f"interpreter {r.get('runtime_ms') or 0:.1f} ms (not a speedup)"
+            msg = f"{r.get('candidate_id')}: correct, {t}" + (" - new best" if "best" in update else "")
+        else:
+            msg = f"{r.get('candidate_id')}: {r['status']}: {r.get('error_digest', '')[:160]}"
+        if update.get("stop_reason"):
+            msg += f" | stop: {update['stop_reason']}"
+        return msg
+    if node == "feature_extractor":
+        f = update["features"]
+        flags = [k for k in ("is_pointwise", "has_reduction", "uses_dot", "has_loops") if f.get(k)]
+        return f"{f.get('num_kernels', 0)} kernel(s), {', '.join(flags) or 'no flags'}"
+    if node == "planner":
+        p = update.get("plan")
+        d = update["decision"]
+        if not p:
+            return f"bottleneck {d['bottleneck']}; no plan: {update.get('stop_reason', '')}"
+        return f"bottleneck {d['bottleneck']} -> skill {p['skill_id']} ({p['reason']})"
+    return ""
+
+
+ProgressFn = Callable[[str, str, str], None]  # (event, node, message)
+
+
+def execute(run: Run, resume: bool = False, progress: ProgressFn | None = None) -> State:
+    """Run (or resume) the graph to completion; returns the final state and writes the report."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from kernelskill.graph.builder import builder
+
+    conn = sqlite3.connect(str(run.dir / "checkpoints.sqlite"), check_same_thread=False)
+    try:
+        graph = builder.compile(checkpointer=SqliteSaver(conn))
+        snapshot = graph.get_state(run.config)
+        started = bool(snapshot.values)
+        if resume and not started:
+            inputs: Any = {"task_path": run.task_path}  # killed before the first checkpoint
+        elif resume or started:
+            inputs = None
+        else:
+            inputs = {"task_path": run.task_path}
+        if started and not snapshot.next:
+            if progress:
+                progress("info", "", "run already finished; rewriting the report")
+        else:
+            nxt = list(snapshot.next) if started else ["generator"]
+            if progress and nxt:
+                progress("start", nxt[0], "")
+            events = open(run.dir / "events.jsonl", "a")
+            try:
+                for chunk in graph.stream(
+                    inputs, run.config, context=run.context, durability="sync", stream_mode="updates"
+                ):
+                    for node, update in chunk.items():
+                        msg = describe(node, update or {})
+                        rnd = (update or {}).get("round")
+                        events.write(
+                            json.dumps({"t": time.time(), "node": node, "round": rnd, "summary": msg, "pid": os.getpid()})
+                            + "\n"
+                        )
+                        events.flush()
+                        if progress:
+                            progress("done", node, msg)
+                    if progress:
+                        nxt = list(graph.get_state(run.config).next)
+                        if nxt:
+                            progress("start", nxt[0], "")
+            finally:
+                events.close()
+        final: State = graph.get_state(run.config).values  # type: ignore[assignment]
+    finally:
+        conn.close()
+    from kernelskill.report import write_report
+
+    write_report(run, final)
+    return final

@@ -1,0 +1,58 @@
+"""generator: seed the first candidate from the reference and retrieved skills."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from kernelskill.graph.context import Context
+from kernelskill.graph.state import State, Task
+from kernelskill.skills_kb.retrieve import cards_text, retrieve
+
+from .candidates import make_candidate
+from .codeblock import extract_code
+from .llm import ask
+from .prompting import render
+
+
+def load_task(path: str) -> Task:
+    """Read a task file (the reviewer validates it; here only its text is needed)."""
+    p = Path(path)
+    return Task(name=p.stem, path=str(p.resolve()), source=p.read_text())
+
+
+def task_summary(source: str) -> str:
+    """The task's docstrings and the torch calls in its forward, as a retrieval query."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source[:500]
+    parts = [ast.get_docstring(tree) or ""]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "Model":
+            parts.append(ast.get_docstring(node) or "")
+            parts += [ast.unparse(c.func) for c in ast.walk(node) if isinstance(c, ast.Call)]
+    return " ".join(p for p in parts if p)[:800]
+
+
+def generator(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Node: load the task, set the budget, ask the model for a seed candidate."""
+    ctx = runtime.context or Context()
+    task = load_task(state["task_path"])
+    cards = retrieve("write a first Triton kernel for: " + task_summary(task["source"]), k=3, db_dir=ctx.skills_db)
+    system, user = render("generator", task_name=task["name"], reference=task["source"], skills=cards_text(cards))
+    reply, usage = ask(ctx, "generator", system, user)
+    source, problem = extract_code(reply)
+    cand = make_candidate(state, source, "generator", None, 0, problem or "seed from the model")
+    return {
+        "task": task,
+        "budget": {"max_rounds": ctx.max_rounds, "max_repairs": ctx.max_repairs},
+        "round": 0,
+        "repairs": 0,
+        "current": cand,
+        "candidates": [cand],
+        "tokens": [usage],
+    }

@@ -1,0 +1,133 @@
+"""Chat models for the model-backed roles: ``ChatOpenAI`` from the run context, or a scripted model.
+
+Any OpenAI-compatible server works through ``base_url``. The scripted model (``Context.scripted``)
+serves replies from a JSON file and is used by ``make demo`` and the tests; its output is labelled
+as scripted everywhere it is shown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+from kernelskill.graph.context import Context
+
+
+class ModelConfigError(RuntimeError):
+    """No usable model configuration for a role that needs one."""
+
+
+class ScriptedChatModel(BaseChatModel):
+    """Replies from a script file: the first rule whose role matches and whose regex is found.
+
+    Script format (JSON)::
+
+        {"label": "demo", "rules": [
+            {"role": "generator", "reply_file": "seed.md"},
+            {"role": "optimizer", "match": "Round: 2", "reply": "..."}]}
+
+    Matching on prompt content (not call order) keeps replies the same when a killed run resumes
+    in a new process.
+    """
+
+    role: str
+    rules: list[dict[str, Any]]
+    base_dir: str = "."
+    label: str = "scripted"
+
+    @property
+    def _llm_type(self) -> str:
+        return "kernelskill-scripted"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        prompt = "\n".join(str(m.content) for m in messages)
+        reply = f"(scripted model {self.label!r} has no reply for role {self.role!r})"
+        for rule in self.rules:
+            if rule.get("role") != self.role:
+                continue
+            if rule.get("match") and not re.search(rule["match"], prompt):
+                continue
+            if "reply_file" in rule:
+                reply = (Path(self.base_dir) / rule["reply_file"]).read_text()
+            else:
+                reply = rule.get("reply", "")
+            break
+        usage = {
+            "input_tokens": len(prompt) // 4,
+            "output_tokens": len(reply) // 4,
+            "total_tokens": (len(prompt) + len(reply)) // 4,
+        }
+        msg = AIMessage(content=reply, usage_metadata=usage)  # type: ignore[arg-type]
+        return ChatResult(generations=[ChatGeneration(message=msg)])
+
+
+@lru_cache(maxsize=16)
+def _load_script(path: str) -> dict[str, Any]:
+    return json.loads(Path(path).read_text())
+
+
+def chat_model(ctx: Context, role: str) -> BaseChatModel:
+    """The chat model for ``role`` under ``ctx``; :class:`ModelConfigError` when none is set."""
+    if ctx.scripted:
+        path = Path(ctx.scripted).resolve()
+        if not path.is_file():
+            raise ModelConfigError(f"scripted model file not found: {path}")
+        script = _load_script(str(path))
+        return ScriptedChatModel(
+            role=role,
+            rules=script.get("rules", []),
+            base_dir=str(path.parent),
+            label=script.get("label", path.stem),
+        )
+    name = ctx.role_model(role)
+    if not name:
+        raise ModelConfigError(
+            f"no model configured for the {role}: set KERNELSKILL_MODEL (and KERNELSKILL_BASE_URL "
+            "for a non-OpenAI server), pass --model, or use --scripted FILE"
+        )
+    from langchain_openai import ChatOpenAI
+
+    key = os.environ.get(ctx.api_key_env) or ("EMPTY" if ctx.base_url else None)
+    if not key:
+        raise ModelConfigError(
+            f"model {name!r} needs an API key in ${ctx.api_key_env} (or set KERNELSKILL_BASE_URL "
+            "to a local server that needs none)"
+        )
+    return ChatOpenAI(
+        model=name,
+        base_url=ctx.base_url or None,
+        api_key=key,  # type: ignore[arg-type]
+        temperature=ctx.role_temperature(role),
+        max_retries=4,
+        timeout=300,
+    )
+
+
+def ask(ctx: Context, role: str, system: str, user: str) -> tuple[str, dict[str, Any]]:
+    """One model call; returns the reply text and a token-usage record for the state."""
+    model = chat_model(ctx, role)
+    reply = model.invoke([SystemMessage(content=system), HumanMessage(content=user)])
+    usage = getattr(reply, "usage_metadata", None) or {}
+    text = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
+    record = {
+        "role": role,
+        "model": "scripted" if ctx.scripted else ctx.role_model(role),
+        "input_tokens": int(usage.get("input_tokens", 0)),
+        "output_tokens": int(usage.get("output_tokens", 0)),
+    }
+    return text, record

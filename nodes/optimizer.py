@@ -1,0 +1,50 @@
+"""optimizer: apply this round's plan (one skill) to the best candidate."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from kernelskill.graph.context import Context
+from kernelskill.graph.memory import trajectory_summary
+from kernelskill.graph.state import State
+from kernelskill.skills_kb.library import default_library, render_card
+
+from .candidates import make_candidate
+from .codeblock import extract_code
+from .llm import ask
+from .prompting import render
+
+
+def optimizer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Node: start the next round with a candidate that applies the plan."""
+    ctx = runtime.context or Context()
+    plan = state["plan"]
+    assert plan is not None, "optimizer runs only after a plan was chosen"
+    best = state["best"]
+    rnd = state.get("round", 0) + 1
+    card = default_library().get(plan["skill_id"])
+    review = best["review"]
+    if review.get("timing_kind") == "cuda_events":
+        timing = f"{review['runtime_ms']:.4f} ms on GPU, {review.get('speedup_vs_eager') or 0:.2f}x vs eager"
+    else:
+        timing = "CPU interpreter run: correctness only, no performance signal"
+    system, user = render(
+        "optimizer",
+        task_name=state["task"]["name"],
+        round=rnd,
+        reference=state["task"]["source"],
+        candidate_id=best["candidate"]["id"],
+        candidate=best["candidate"]["source"],
+        timing=timing,
+        features=json.dumps(state.get("features", {}), sort_keys=True),
+        decision="\n".join(state.get("decision", {}).get("trace", [])) or "(none)",
+        skill=render_card(card, full=True) + f"\n\nWhy this skill: {plan['reason']}",
+        history=trajectory_summary(state),
+    )
+    reply, usage = ask(ctx, "optimizer", system, user)
+    source, problem = extract_code(reply)
+    new = make_candidate(state, source, "optimizer", best["candidate"]["id"], rnd, problem or f"apply {plan['skill_id']}")
+    return {"current": new, "candidates": [new], "round": rnd, "repairs": 0, "tokens": [usage]}

@@ -1,0 +1,88 @@
+"""reviewer: the only node that runs candidate code (in a sandboxed child process).
+
+It turns the runner's typed result into state updates: the latest review, the attempt log, the
+best-so-far, a trajectory entry when the round is finished, and the stop reason when the run ends.
+
+A correct candidate becomes the new best only on a clear improvement: GPU timings (CUDA events)
+at least ``IMPROVEMENT`` (2 %) faster than the best's. Interpreter timings never count, so on a
+CPU-only machine the first correct candidate stays the best.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.graph import END
+from langgraph.runtime import Runtime
+
+from kernelskill.graph.context import Context
+from kernelskill.graph.routing import decide_after_review, round_finished
+from kernelskill.graph.state import Attempt, State, TrajectoryEntry
+from kernelskill.runner.result import ReviewResult, failure
+from kernelskill.runner.sandbox import run_review
+
+from .candidates import run_dir
+
+IMPROVEMENT = 0.02
+
+
+def is_better(new: ReviewResult, old: ReviewResult) -> bool:
+    """True when ``new`` is a clear GPU-timed improvement over ``old``."""
+    if new.get("timing_kind") != "cuda_events" or old.get("timing_kind") != "cuda_events":
+        return False
+    return float(new["runtime_ms"] or 0) < float(old["runtime_ms"] or 0) * (1 - IMPROVEMENT)
+
+
+def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Node: review the current candidate and record the outcome."""
+    ctx = runtime.context or Context()
+    cand = state["current"]
+    if not cand["source"]:
+        review = failure("no_code", cand["note"], candidate_id=cand["id"])
+    else:
+        review = run_review(
+            state["task"]["path"],
+            cand["source"],
+            run_dir(ctx) / "candidates",
+            candidate_id=cand["id"],
+            timeout_s=ctx.review_timeout_s,
+            device=ctx.device,
+            seed=ctx.seed,
+            trials=ctx.correctness_trials,
+        )
+    rnd = state.get("round", 0)
+    update: dict[str, Any] = {
+        "review": review,
+        "attempts": [Attempt(candidate_id=cand["id"], round=rnd, status=review["status"], error_digest=review.get("error_digest", ""))],
+    }
+    improved = False
+    if review["status"] == "correct":
+        best = state.get("best")
+        if best is None or is_better(review, best["review"]):
+            update["best"] = {"candidate": cand, "review": review}
+            improved = True
+    after: State = {**state, **update}  # type: ignore[typeddict-item]
+    if round_finished(after):
+        plan = state.get("plan") if rnd > 0 else None
+        skill = plan["skill_id"] if plan else None
+        update["trajectory"] = [
+            TrajectoryEntry(
+                round=rnd,
+                candidate_id=cand["id"],
+                skill_id=skill,
+                plan_reason=plan["reason"] if plan else "seed",
+                outcome=review["status"] if review["status"] == "correct" else "abandoned",
+                repairs=state.get("repairs", 0),
+                runtime_ms=review.get("runtime_ms"),
+                timing_kind=review.get("timing_kind"),
+                speedup_vs_eager=review.get("speedup_vs_eager"),
+                error_digest=review.get("error_digest", ""),
+                improved=improved,
+            )
+        ]
+        if skill and not improved:
+            update["failed_plans"] = [skill]
+    nxt, reason = decide_after_review(after)
+    if nxt == END:
+        update["stop_reason"] = reason
+    return update

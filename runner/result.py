@@ -1,0 +1,70 @@
+"""The one typed review result that drives the graph's edges (stdlib only)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+ReviewStatus = Literal[
+    "correct",  # compiled, ran, matched the reference on every trial
+    "no_code",  # the model's reply held no usable code block (never executed)
+    "compile_error",  # import/definition failed, or a kernel failed to compile
+    "runtime_error",  # raised while building or running the model
+    "wrong_output",  # ran, but shape / dtype / values differ from the reference
+    "timeout",  # exceeded the evaluation's wall-time limit (killed)
+    "crashed",  # the evaluation process died (segfault, abort, OOM kill)
+    "invalid_task",  # the reference task itself could not be loaded or run
+]
+
+FAILURE_STATUSES: frozenset[str] = frozenset(
+    {"no_code", "compile_error", "runtime_error", "wrong_output", "timeout", "crashed"}
+)
+
+
+class ReviewResult(TypedDict, total=False):
+    """Outcome of reviewing one candidate: what happened, why, and how fast it ran.
+
+    ``timing_kind`` says what the numbers mean: ``"cuda_events"`` timings are real GPU timings and
+    the only ones from which speedups are computed; ``"interpreter"`` timings come from Triton's CPU
+    interpreter, are only a smoke signal, and are never reported as speedups.
+    """
+
+    status: ReviewStatus
+    candidate_id: str
+    correct: bool
+    compiled: bool
+    error_digest: str  # one or two lines: what went wrong, for prompts and the trajectory
+    error_detail: str  # the tail of the traceback or the comparison report
+    device: str  # "cuda:0 (NVIDIA H200)" or "cpu (triton interpreter)"
+    timing_kind: Literal["cuda_events", "interpreter"] | None
+    runtime_ms: float | None
+    eager_ms: float | None
+    compile_ms: float | None
+    speedup_vs_eager: float | None
+    speedup_vs_compile: float | None
+    timing: dict[str, Any]  # full statistics per timed subject
+    correctness: dict[str, Any]  # trials run, worst error, tolerances
+    compile_check: dict[str, Any]  # sm_90 compile check on CPU: kernels checked, errors
+    metrics: dict[str, float]  # profile signals for the policy (see skills_kb.schema.METRICS)
+    warnings: list[str]
+    wall_s: float
+
+
+def failure(
+    status: ReviewStatus, digest: str, detail: str = "", candidate_id: str = "", **extra: Any
+) -> ReviewResult:
+    """Build a failed result."""
+    result = ReviewResult(
+        status=status,
+        candidate_id=candidate_id,
+        correct=False,
+        compiled=status not in ("no_code", "compile_error"),
+        error_digest=digest,
+        error_detail=detail,
+        timing_kind=None,
+        runtime_ms=None,
+        speedup_vs_eager=None,
+        metrics={},
+        warnings=[],
+    )
+    result.update(extra)  # type: ignore[typeddict-item]
+    return result

@@ -1,0 +1,51 @@
+"""Test setup: interpreter mode, isolated skill index and run directories, GPU/live-model skips."""
+
+import os
+import tempfile
+from pathlib import Path
+
+# Before anything imports triton: kernels decorated in this process run on Triton's CPU interpreter.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+# One Chroma index per test session (subprocesses inherit it), never the user's cache.
+_SESSION_TMP = Path(tempfile.mkdtemp(prefix="kernelskill-tests-"))
+os.environ.setdefault("KERNELSKILL_SKILLS_DB", str(_SESSION_TMP / "chroma"))
+os.environ["KERNELSKILL_RUNS_DIR"] = str(_SESSION_TMP / "runs")
+for var in ("KERNELSKILL_MODEL", "KERNELSKILL_BASE_URL", "KERNELSKILL_SCRIPTED", "KERNELSKILL_CONFIG"):
+    os.environ.pop(var, None)
+
+import pytest  # noqa: E402
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REPO = Path(__file__).parent.parent
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu = _cuda()
+    live = os.environ.get("KERNELSKILL_LIVE_LLM") == "1"
+    for item in items:
+        if "gpu" in item.keywords and not gpu:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU (run `make test-gpu` on a GPU machine)"))
+        if "live_llm" in item.keywords and not live:
+            item.add_marker(pytest.mark.skip(reason="needs a live model endpoint (set KERNELSKILL_LIVE_LLM=1)"))
+
+
+@pytest.fixture
+def task_path() -> Path:
+    return FIXTURES / "tasks" / "scale_relu.py"
+
+
+@pytest.fixture
+def candidate():
+    def read(name: str) -> str:
+        return (FIXTURES / "candidates" / f"{name}.py").read_text()
+
+    return read
