@@ -1,0 +1,1 @@
+"""Task suites and the eval loop."""

@@ -85,7 +85,9 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "fast_2": fast(2.0),
         "speedup_vs_eager_arith_mean": sum(speedups) / len(speedups) if speedups else None,
         "speedup_vs_eager_geo_mean": math.exp(sum(math.log(s) for s in speedups) / len(speedups)) if speedups else None,
-        "note": None if timed else "no GPU timings in this run: speedups are not reported (interpreter timings never count)",
+        "note": None
+        if timed
+        else "no GPU timings in this run: speedups are not reported (interpreter timings never count)",
     }
 
 
@@ -104,7 +106,9 @@ def run_eval(
     out = out or Path("runs") / f"eval-L{level}-{time.strftime('%Y%m%d-%H%M%S')}"
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
-    (out / "eval.json").write_text(json.dumps({"level": level, "tasks": [str(f) for f in files], "context": ctx.to_dict()}, indent=2))
+    (out / "eval.json").write_text(
+        json.dumps({"level": level, "tasks": [str(f) for f in files], "context": ctx.to_dict()}, indent=2)
+    )
     todo: queue.Queue[Path] = queue.Queue()
     done_before = 0
     for f in files:
@@ -148,7 +152,9 @@ def run_eval(
                 ran = finished[0] - done_before
                 eta = elapsed / ran * (len(files) - finished[0]) if ran else 0
                 speed = f", {row['speedup_vs_eager']:.2f}x" if row.get("speedup_vs_eager") else ""
-                console.print(f"[{finished[0]}/{len(files)}] {task.stem}: {row['status']}{speed}  (ETA {eta / 60:.1f} min)")
+                console.print(
+                    f"[{finished[0]}/{len(files)}] {task.stem}: {row['status']}{speed}  (ETA {eta / 60:.1f} min)"
+                )
 
     threads = [threading.Thread(target=work, args=(g,), daemon=True) for g in workers]
     for t in threads:
@@ -189,10 +195,15 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     ]
     if summary.get("note"):
         lines.append(f"- note: {summary['note']}")
-    lines += ["", "| task | status | runtime (ms) | timing | speedup vs eager | rounds | stop reason |", "|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| task | status | runtime (ms) | timing | speedup vs eager | rounds | stop reason |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in summary["rows"]:
+        reason = (r.get("stop_reason") or r.get("reason") or "").replace("|", "/")[:80]
         lines.append(
             f"| {r['task']} | {r['status']} | {fmt(r.get('runtime_ms'))} | {r.get('timing_kind') or '-'} | "
-            f"{fmt(r.get('speedup_vs_eager'))} | {r.get('rounds', '-')} | {(r.get('stop_reason') or r.get('reason') or '').replace('|', '/')[:80]} |"
+            f"{fmt(r.get('speedup_vs_eager'))} | {r.get('rounds', '-')} | {reason} |"
         )
     return "\n".join(lines) + "\n"

@@ -1,0 +1,1 @@
+"""Wiring of the six-role graph: state, configuration, routers, builder."""

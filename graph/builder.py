@@ -6,18 +6,16 @@ the CLI and evals call ``builder.compile(checkpointer=...)``.
 
 from __future__ import annotations
 
-from langgraph.graph import START, StateGraph
-
+from kernelskill.graph.context import Context
+from kernelskill.graph.routing import route_after_planner, route_after_review
+from kernelskill.graph.state import InputState, OutputState, State
 from kernelskill.nodes.diagnoser import diagnoser
 from kernelskill.nodes.feature_extractor import feature_extractor
 from kernelskill.nodes.generator import generator
 from kernelskill.nodes.optimizer import optimizer
 from kernelskill.nodes.planner import planner
 from kernelskill.nodes.reviewer import reviewer
-
-from kernelskill.graph.context import Context
-from kernelskill.graph.routing import route_after_planner, route_after_review
-from kernelskill.graph.state import InputState, OutputState, State
+from langgraph.graph import START, StateGraph
 
 builder = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
 builder.add_node("generator", generator)

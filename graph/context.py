@@ -50,25 +50,15 @@ class Context:
     diagnoser_model: str = field(default="", metadata={"description": "Model for the diagnoser."})
     planner_model: str = field(default="", metadata={"description": "Model for the planner."})
     optimizer_model: str = field(default="", metadata={"description": "Model for the optimizer."})
-    generator_temperature: float = field(
-        default=0.2, metadata={"description": "Generator temperature (code: cold)."}
-    )
-    diagnoser_temperature: float = field(
-        default=0.1, metadata={"description": "Diagnoser temperature (code: cold)."}
-    )
-    planner_temperature: float = field(
-        default=0.8, metadata={"description": "Planner temperature (plans: hotter)."}
-    )
-    optimizer_temperature: float = field(
-        default=0.1, metadata={"description": "Optimizer temperature (code: cold)."}
-    )
+    generator_temperature: float = field(default=0.2, metadata={"description": "Generator temperature (code: cold)."})
+    diagnoser_temperature: float = field(default=0.1, metadata={"description": "Diagnoser temperature (code: cold)."})
+    planner_temperature: float = field(default=0.8, metadata={"description": "Planner temperature (plans: hotter)."})
+    optimizer_temperature: float = field(default=0.1, metadata={"description": "Optimizer temperature (code: cold)."})
     scripted: str = field(
         default="",
         metadata={"description": "Path of a scripted-model file (demo/tests): no endpoint is called."},
     )
-    max_rounds: int = field(
-        default=3, metadata={"description": "Optimization rounds after the seed round."}
-    )
+    max_rounds: int = field(default=3, metadata={"description": "Optimization rounds after the seed round."})
     max_repairs: int = field(
         default=3, metadata={"description": "Repair attempts per candidate before it is abandoned."}
     )

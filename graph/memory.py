@@ -27,6 +27,8 @@ def failure_history(state: State, limit: int = 8) -> str:
     """The most recent failed reviews in this task, oldest first."""
     fails = [a for a in state.get("attempts", []) if a["status"] != "correct"][-limit:]
     return (
-        "\n".join(f"- {a['candidate_id']} (round {a['round']}): {a['status']}: {a['error_digest'][:200]}" for a in fails)
+        "\n".join(
+            f"- {a['candidate_id']} (round {a['round']}): {a['status']}: {a['error_digest'][:200]}" for a in fails
+        )
         or "- (none)"
     )

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-from langgraph.graph import END
-
 from .state import State
 
 AfterReview = Literal["diagnoser", "feature_extractor", "__end__"]
@@ -26,13 +24,13 @@ def decide_after_review(state: State) -> tuple[AfterReview, str]:
     rnd = state.get("round", 0)
     status = review["status"]
     if status == "invalid_task":
-        return END, f"the reference task is unusable: {review.get('error_digest', '')}"
+        return "__end__", f"the reference task is unusable: {review.get('error_digest', '')}"
     if status != "correct" and state.get("repairs", 0) < budget["max_repairs"]:
         return "diagnoser", ""
     if "best" not in state:
-        return END, f"no correct candidate after {budget['max_repairs']} repairs of the seed"
+        return "__end__", f"no correct candidate after {budget['max_repairs']} repairs of the seed"
     if rnd >= budget["max_rounds"]:
-        return END, f"round budget spent ({budget['max_rounds']} optimization rounds)"
+        return "__end__", f"round budget spent ({budget['max_rounds']} optimization rounds)"
     return "feature_extractor", ""
 
 
@@ -51,4 +49,4 @@ def round_finished(state: State) -> bool:
 
 def route_after_planner(state: State) -> AfterPlanner:
     """Router after ``planner``: optimizer when a plan was chosen, else END."""
-    return "optimizer" if state.get("plan") else END
+    return "optimizer" if state.get("plan") else "__end__"

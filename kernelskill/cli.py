@@ -8,12 +8,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+
+from kernelskill.cli_common import check_mode, console
 
 app = typer.Typer(help="Turn a PyTorch module into verified, faster Triton kernels.", no_args_is_help=True)
-skills_app = typer.Typer(help="The skills knowledge base (long-term memory).", no_args_is_help=True)
-app.add_typer(skills_app, name="skills")
-console = Console(highlight=False, soft_wrap=True)
 
 DEMO_DIR = Path(__file__).resolve().parent.parent / "evals" / "demo"
 
@@ -25,6 +23,7 @@ class Progress:
         self.status: Any = None
 
     def __call__(self, event: str, node: str, message: str) -> None:
+        """Handle one progress event: ``start`` (spinner), ``done`` (a line) or ``info``."""
         if self.status is not None:
             self.status.stop()
             self.status = None
@@ -40,27 +39,6 @@ class Progress:
         """Stop the spinner."""
         if self.status is not None:
             self.status.stop()
-
-
-def _check_mode(ctx: Any) -> None:
-    from kernelskill.runner.env import cuda_available
-
-    if ctx.has_llm():
-        return
-    gpu = cuda_available()
-    console.print(
-        "[red]No model endpoint is configured.[/] Configure one of:\n"
-        "  - a model: KERNELSKILL_MODEL=gpt-4.1 and OPENAI_API_KEY=... (any OpenAI-compatible server:\n"
-        "    add KERNELSKILL_BASE_URL=http://localhost:8000/v1 for vLLM / SGLang / Ollama), or --model;\n"
-        "  - a scripted model for a dry run: --scripted FILE (see evals/demo/script.json).\n"
-        + (
-            "A CUDA GPU is present, but the offline engine (compiler seed + deterministic skills) is not "
-            "implemented yet."
-            if gpu
-            else "No CUDA GPU either: on a GPU machine the offline engine will not need a model."
-        )
-    )
-    raise typer.Exit(2)
 
 
 def _run(run: Any, resume: bool) -> None:
@@ -88,7 +66,9 @@ def _run(run: Any, resume: bool) -> None:
 
 @app.command()
 def optimize(
-    task_file: Annotated[Path, typer.Argument(help="KernelBench-format task file (Model, get_inputs, get_init_inputs).")],
+    task_file: Annotated[
+        Path, typer.Argument(help="KernelBench-format task file (Model, get_inputs, get_init_inputs).")
+    ],
     model: Annotated[str | None, typer.Option(help="Chat model for every role (else KERNELSKILL_MODEL).")] = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint URL.")] = None,
     scripted: Annotated[str | None, typer.Option(help="Scripted-model file: no endpoint is called.")] = None,
@@ -115,7 +95,7 @@ def optimize(
     ctx = load_context(
         config, model=model, base_url=base_url, scripted=scripted, max_rounds=rounds, max_repairs=repairs, device=device
     )
-    _check_mode(ctx)
+    check_mode(ctx)
     run = new_run(task_file, ctx, root=runs_dir, thread_id=thread_id)
     _run(run, resume=False)
 
@@ -156,7 +136,13 @@ def review(
             raise typer.Exit(2)
     with tempfile.TemporaryDirectory(prefix="kernelskill-review-") as tmp:
         result = run_review(
-            task_file, candidate_file.read_text(), tmp, candidate_file.stem, timeout_s=timeout, device=device, trials=trials
+            task_file,
+            candidate_file.read_text(),
+            tmp,
+            candidate_file.stem,
+            timeout_s=timeout,
+            device=device,
+            trials=trials,
         )
     if result["status"] == "invalid_task":
         console.print(f"[red]unusable task:[/] {result['error_digest']}")
@@ -164,7 +150,10 @@ def review(
     if as_json:
         print(json.dumps(result, indent=2, default=str))
     elif result["status"] == "correct":
-        console.print(f"[green]PASS[/] on {result.get('device')}: candidate {result['runtime_ms']:.4f} ms, eager {result.get('eager_ms') or 0:.4f} ms")
+        console.print(
+            f"[green]PASS[/] on {result.get('device')}: candidate {result['runtime_ms']:.4f} ms, "
+            f"eager {result.get('eager_ms') or 0:.4f} ms"
+        )
         if result.get("timing_kind") == "cuda_events":
             console.print(f"speedup vs eager: {result.get('speedup_vs_eager') or 0:.3f}x")
         else:
@@ -172,28 +161,6 @@ def review(
     else:
         console.print(f"[red]REJECTED[/] ({result['status']}): {result.get('error_digest', '')}")
     raise typer.Exit(0 if result["status"] == "correct" else 1)
-
-
-@app.command("eval")
-def eval_cmd(
-    level: Annotated[int, typer.Option(help="Task level (1, 2 or 3) of the bundled suite.")] = 1,
-    tasks: Annotated[Path | None, typer.Option(help="A folder of task files instead (e.g. a KernelBench level).")] = None,
-    limit: Annotated[int, typer.Option(help="At most this many tasks (0 = all).")] = 0,
-    gpus: Annotated[str, typer.Option(help="Comma-separated GPU ids, one worker each (empty = one worker).")] = "",
-    out: Annotated[Path | None, typer.Option(help="Eval run directory (reuse one to resume).")] = None,
-    scripted: Annotated[str | None, typer.Option(help="Scripted-model file.")] = None,
-    model: Annotated[str | None, typer.Option(help="Chat model for every role.")] = None,
-    rounds: Annotated[int | None, typer.Option(help="Optimization rounds per task.")] = None,
-    device: Annotated[str | None, typer.Option(help="auto | cuda | cpu")] = None,
-) -> None:
-    """Run the optimizer over a task suite and summarize (resumable)."""
-    from kernelskill.evals.runner import run_eval
-    from kernelskill.graph.context import load_context
-
-    ctx = load_context(None, scripted=scripted, model=model, max_rounds=rounds, device=device)
-    _check_mode(ctx)
-    summary = run_eval(level=level, tasks_dir=tasks, limit=limit, gpus=gpus, out=out, ctx=ctx, console=console)
-    raise typer.Exit(0 if summary["tasks"] else 1)
 
 
 @app.command()
@@ -212,62 +179,15 @@ def demo(
     _run(run, resume=False)
 
 
-@skills_app.command("list")
-def skills_list() -> None:
-    """List the skill cards."""
-    from kernelskill.skills_kb.library import default_library
+def _register_subcommands() -> None:
+    from kernelskill.cli_eval import register as register_eval
+    from kernelskill.cli_skills import skills_app
 
-    lib = default_library()
-    for cid, card in sorted(lib.cards.items()):
-        console.print(f"{cid:32} {', '.join(card.bottlenecks):40} {card.title}")
-    for err in lib.errors:
-        console.print(f"[red]invalid card:[/] {err}")
-    console.print(f"{len(lib.cards)} cards")
+    app.add_typer(skills_app, name="skills")
+    register_eval(app)
 
 
-@skills_app.command("show")
-def skills_show(skill_id: Annotated[str, typer.Argument(help="Card id.")]) -> None:
-    """Show one card."""
-    from kernelskill.skills_kb.library import default_library, render_card
-
-    try:
-        card = default_library().get(skill_id)
-    except KeyError as e:
-        console.print(f"[red]{e.args[0]}[/]")
-        raise typer.Exit(2) from None
-    console.print(render_card(card, full=True), markup=False)
-
-
-@skills_app.command("search")
-def skills_search(
-    text: Annotated[str, typer.Argument(help="What you are looking for.")],
-    k: Annotated[int, typer.Option(help="How many results.")] = 5,
-) -> None:
-    """Semantic search over the cards (Chroma + packaged MiniLM)."""
-    from kernelskill.skills_kb.index import open_index
-    from kernelskill.skills_kb.library import default_library
-
-    lib = default_library()
-    for hit in open_index().search(text, k=k):
-        console.print(f"{hit.similarity:.3f}  {hit.skill_id:32} {lib.cards[hit.skill_id].title}")
-
-
-@skills_app.command("reindex")
-def skills_reindex(
-    force: Annotated[bool, typer.Option(help="Re-embed every card, changed or not.")] = False,
-) -> None:
-    """Bring the Chroma index up to date with the card files."""
-    from kernelskill.skills_kb.index import SkillIndex
-
-    with console.status("embedding skill cards..."):
-        index = SkillIndex()
-        changes = index.sync(force=force)
-    console.print(
-        f"index {index.db_dir}: {len(changes['embedded'])} embedded, {len(changes['removed'])} removed, "
-        f"{index.collection.count()} cards"
-    )
-    for err in index.library.errors:
-        console.print(f"[red]skipped invalid card:[/] {err}")
+_register_subcommands()
 
 
 def main() -> None:

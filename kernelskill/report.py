@@ -67,9 +67,7 @@ def render_markdown(report: dict[str, Any]) -> str:
                 f"speedup vs eager {r.get('speedup_vs_eager') or 0:.3f}x"
             )
         else:
-            lines.append(
-                "- timings are Triton CPU-interpreter timings: correctness only, never a speedup"
-            )
+            lines.append("- timings are Triton CPU-interpreter timings: correctness only, never a speedup")
     else:
         lines.append("- no correct candidate")
     lines += [

@@ -143,7 +143,9 @@ def execute(run: Run, resume: bool = False, progress: ProgressFn | None = None) 
                         msg = describe(node, update or {})
                         rnd = (update or {}).get("round")
                         events.write(
-                            json.dumps({"t": time.time(), "node": node, "round": rnd, "summary": msg, "pid": os.getpid()})
+                            json.dumps(
+                                {"t": time.time(), "node": node, "round": rnd, "summary": msg, "pid": os.getpid()}
+                            )
                             + "\n"
                         )
                         events.flush()
@@ -155,7 +157,7 @@ def execute(run: Run, resume: bool = False, progress: ProgressFn | None = None) 
                             progress("start", nxt[0], "")
             finally:
                 events.close()
-        final: State = graph.get_state(run.config).values  # type: ignore[assignment]
+        final: State = graph.get_state(run.config).values
     finally:
         conn.close()
     from kernelskill.report import write_report

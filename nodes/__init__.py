@@ -1,0 +1,1 @@
+"""The six roles, one module each, plus the model client and prompt loader."""

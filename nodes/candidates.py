@@ -9,14 +9,10 @@ from kernelskill.graph.context import Context
 from kernelskill.graph.state import Candidate, Origin, State
 
 
-def make_candidate(
-    state: State, source: str, origin: Origin, parent_id: str | None, rnd: int, note: str
-) -> Candidate:
+def make_candidate(state: State, source: str, origin: Origin, parent_id: str | None, rnd: int, note: str) -> Candidate:
     """A new candidate with a unique, readable id such as ``r1-optimizer-4``."""
     n = len(state.get("candidates", []))
-    return Candidate(
-        id=f"r{rnd}-{origin}-{n}", source=source, origin=origin, parent_id=parent_id, round=rnd, note=note
-    )
+    return Candidate(id=f"r{rnd}-{origin}-{n}", source=source, origin=origin, parent_id=parent_id, round=rnd, note=note)
 
 
 def run_dir(ctx: Context) -> Path:

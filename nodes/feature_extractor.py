@@ -75,7 +75,9 @@ def extract_features(source: str) -> dict[str, Any]:
     tails = [c.rsplit(".", 1)[-1] for c in all_calls]
     loads = [calls.count("tl.load") for calls in calls_per_kernel]
     mask_kw = any(
-        isinstance(c, ast.Call) and _dotted(c.func) in ("tl.load", "tl.store") and any(kw.arg == "mask" for kw in c.keywords)
+        isinstance(c, ast.Call)
+        and _dotted(c.func) in ("tl.load", "tl.store")
+        and any(kw.arg == "mask" for kw in c.keywords)
         for k in kernels
         for c in ast.walk(k)
     )
@@ -92,7 +94,15 @@ def extract_features(source: str) -> dict[str, Any]:
                 root, _, tail = name.rpartition(".")
                 if tail in _TORCH_COMPUTE and (root.startswith(("torch", "F", "nn")) or root.startswith("self.")):
                     forward_torch_ops += 1
-                elif isinstance(c.func, ast.Attribute) and tail in {"matmul", "mm", "bmm", "sum", "mean", "exp", "softmax"}:
+                elif isinstance(c.func, ast.Attribute) and tail in {
+                    "matmul",
+                    "mm",
+                    "bmm",
+                    "sum",
+                    "mean",
+                    "exp",
+                    "softmax",
+                }:
                     forward_torch_ops += 1
             forward_torch_ops += sum(
                 1 for b in ast.walk(fn) if isinstance(b, ast.BinOp) and isinstance(b.op, ast.MatMult)

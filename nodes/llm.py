@@ -14,12 +14,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from kernelskill.graph.context import Context
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-
-from kernelskill.graph.context import Context
 
 
 class ModelConfigError(RuntimeError):
@@ -72,7 +71,7 @@ class ScriptedChatModel(BaseChatModel):
             "output_tokens": len(reply) // 4,
             "total_tokens": (len(prompt) + len(reply)) // 4,
         }
-        msg = AIMessage(content=reply, usage_metadata=usage)  # type: ignore[arg-type]
+        msg = AIMessage(content=reply, usage_metadata=usage)
         return ChatResult(generations=[ChatGeneration(message=msg)])
 
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from langgraph.runtime import Runtime
-
 from kernelskill.graph.context import Context
 from kernelskill.graph.memory import trajectory_summary
 from kernelskill.graph.state import State
 from kernelskill.skills_kb.library import default_library, render_card
+from langgraph.runtime import Runtime
 
 from .candidates import make_candidate
 from .codeblock import extract_code
@@ -46,5 +45,7 @@ def optimizer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     )
     reply, usage = ask(ctx, "optimizer", system, user)
     source, problem = extract_code(reply)
-    new = make_candidate(state, source, "optimizer", best["candidate"]["id"], rnd, problem or f"apply {plan['skill_id']}")
+    new = make_candidate(
+        state, source, "optimizer", best["candidate"]["id"], rnd, problem or f"apply {plan['skill_id']}"
+    )
     return {"current": new, "candidates": [new], "round": rnd, "repairs": 0, "tokens": [usage]}

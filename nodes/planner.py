@@ -10,19 +10,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from langgraph.runtime import Runtime
-
 from kernelskill.graph.context import Context
 from kernelskill.graph.state import Plan, State
 from kernelskill.skills_kb.index import open_index
 from kernelskill.skills_kb.library import default_library
 from kernelskill.skills_kb.policy import decide, load_policy
+from langgraph.runtime import Runtime
 
 
 def situation(bottleneck: str, features: dict[str, Any], metrics: dict[str, Any]) -> str:
     """A natural-language description of the current situation, for retrieval."""
     flags = [k.replace("_", " ") for k, v in features.items() if v is True]
-    return f"bottleneck {bottleneck.replace('_', ' ')}; kernel traits: {', '.join(flags)}; metrics: {json.dumps(metrics)}"
+    return (
+        f"bottleneck {bottleneck.replace('_', ' ')}; kernel traits: {', '.join(flags)}; metrics: {json.dumps(metrics)}"
+    )
 
 
 def planner(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -40,7 +41,9 @@ def planner(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     preferred = [s for s in prefer if s in open_ids]
     rest = [s for s in open_ids if s not in preferred]
     if rest:
-        hits = open_index(ctx.skills_db).search(situation(decision.bottleneck, features, metrics), k=len(rest), among=rest)
+        hits = open_index(ctx.skills_db).search(
+            situation(decision.bottleneck, features, metrics), k=len(rest), among=rest
+        )
         rest = [h.skill_id for h in hits] + [s for s in rest if s not in {h.skill_id for h in hits}]
     ranked = preferred + rest
     if not ranked:

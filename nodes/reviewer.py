@@ -12,14 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from langgraph.graph import END
-from langgraph.runtime import Runtime
-
 from kernelskill.graph.context import Context
 from kernelskill.graph.routing import decide_after_review, round_finished
 from kernelskill.graph.state import Attempt, State, TrajectoryEntry
 from kernelskill.runner.result import ReviewResult, failure
 from kernelskill.runner.sandbox import run_review
+from langgraph.graph import END
+from langgraph.runtime import Runtime
 
 from .candidates import run_dir
 
@@ -53,7 +52,11 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     rnd = state.get("round", 0)
     update: dict[str, Any] = {
         "review": review,
-        "attempts": [Attempt(candidate_id=cand["id"], round=rnd, status=review["status"], error_digest=review.get("error_digest", ""))],
+        "attempts": [
+            Attempt(
+                candidate_id=cand["id"], round=rnd, status=review["status"], error_digest=review.get("error_digest", "")
+            )
+        ],
     }
     improved = False
     if review["status"] == "correct":
@@ -61,7 +64,7 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         if best is None or is_better(review, best["review"]):
             update["best"] = {"candidate": cand, "review": review}
             improved = True
-    after: State = {**state, **update}  # type: ignore[typeddict-item]
+    after: State = {**state, **update}
     if round_finished(after):
         plan = state.get("plan") if rnd > 0 else None
         skill = plan["skill_id"] if plan else None

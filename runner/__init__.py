@@ -1,0 +1,1 @@
+"""The GPU seam: sandboxed evaluation of candidates (imports only torch and triton)."""

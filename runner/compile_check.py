@@ -84,13 +84,13 @@ class LaunchRecorder:
             return orig(self_fn, *args, **kwargs)
 
         self._orig = orig
-        InterpretedFunction.run = run  # type: ignore[method-assign]
+        InterpretedFunction.run = run
         return self
 
     def __exit__(self, *exc: Any) -> None:
         from triton.runtime.interpreter import InterpretedFunction
 
-        InterpretedFunction.run = self._orig  # type: ignore[method-assign]
+        InterpretedFunction.run = self._orig
 
     def _record(self, interp: Any, args: tuple, kwargs: dict) -> None:
         if len(self.launches) >= self.limit:

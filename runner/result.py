@@ -49,9 +49,7 @@ class ReviewResult(TypedDict, total=False):
     wall_s: float
 
 
-def failure(
-    status: ReviewStatus, digest: str, detail: str = "", candidate_id: str = "", **extra: Any
-) -> ReviewResult:
+def failure(status: ReviewStatus, digest: str, detail: str = "", candidate_id: str = "", **extra: Any) -> ReviewResult:
     """Build a failed result."""
     result = ReviewResult(
         status=status,

@@ -26,11 +26,7 @@ _SECRET_PREFIXES = ("OPENAI_", "ANTHROPIC_", "LANGSMITH_", "LANGCHAIN_", "KERNEL
 
 def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The caller's environment without API keys, tokens or model-endpoint settings."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not _SECRET.search(k) and not k.startswith(_SECRET_PREFIXES)
-    }
+    env = {k: v for k, v in os.environ.items() if not _SECRET.search(k) and not k.startswith(_SECRET_PREFIXES)}
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra or {})
     return env

@@ -26,9 +26,7 @@ def summarize(samples: list[float]) -> dict[str, Any]:
     }
 
 
-def time_cuda(
-    fn: Callable[[], Any], trials: int = 50, warmup: int = 5, flush_bytes: int = 256 << 20
-) -> dict[str, Any]:
+def time_cuda(fn: Callable[[], Any], trials: int = 50, warmup: int = 5, flush_bytes: int = 256 << 20) -> dict[str, Any]:
     """Time ``fn`` with CUDA events; the L2 is flushed before each trial; the first is dropped."""
     import torch
 

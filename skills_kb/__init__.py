@@ -1,0 +1,1 @@
+"""Long-term memory: skill cards, the decision policy, and the Chroma index."""

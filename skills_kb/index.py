@@ -104,9 +104,7 @@ class SkillIndex:
         self.db_dir = Path(db_dir) if db_dir else default_db_dir()
         self.db_dir.mkdir(parents=True, exist_ok=True)
         self.library = library or default_library()
-        self.client = chromadb.PersistentClient(
-            path=str(self.db_dir), settings=Settings(anonymized_telemetry=False)
-        )
+        self.client = chromadb.PersistentClient(path=str(self.db_dir), settings=Settings(anonymized_telemetry=False))
         self.collection = self.client.get_or_create_collection(
             COLLECTION,
             embedding_function=MiniLMEmbedding(),  # type: ignore[arg-type]
@@ -116,9 +114,7 @@ class SkillIndex:
     def sync(self, force: bool = False) -> dict[str, list[str]]:
         """Embed new or changed cards, delete removed ones; returns what changed."""
         existing = self.collection.get(include=["metadatas"])
-        stored = {
-            i: (m or {}).get("hash") for i, m in zip(existing["ids"], existing["metadatas"] or [], strict=False)
-        }
+        stored = {i: (m or {}).get("hash") for i, m in zip(existing["ids"], existing["metadatas"] or [], strict=False)}
         cards = self.library.cards
         changed = [i for i in cards if force or stored.get(i) != self.library.hashes[i]]
         removed = [i for i in stored if i not in cards]
@@ -128,9 +124,7 @@ class SkillIndex:
             self.collection.upsert(
                 ids=changed,
                 documents=[cards[i].document() for i in changed],
-                metadatas=[
-                    {"hash": self.library.hashes[i], "title": cards[i].title} for i in changed
-                ],
+                metadatas=[{"hash": self.library.hashes[i], "title": cards[i].title} for i in changed],
             )
         return {"embedded": changed, "removed": removed}
 
@@ -143,10 +137,7 @@ class SkillIndex:
             return []
         # The collection is small (tens of cards): rank all, then filter.
         res = self.collection.query(query_texts=[query], n_results=n, include=["distances"])
-        hits = [
-            Hit(i, 1.0 - float(d))
-            for i, d in zip(res["ids"][0], (res["distances"] or [[]])[0], strict=False)
-        ]
+        hits = [Hit(i, 1.0 - float(d)) for i, d in zip(res["ids"][0], (res["distances"] or [[]])[0], strict=False)]
         if among is not None:
             allowed = set(among)
             hits = [h for h in hits if h.skill_id in allowed]

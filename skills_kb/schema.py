@@ -114,9 +114,7 @@ _OPS = {
 }
 
 
-def evaluate_predicate(
-    text: str, features: dict[str, Any], metrics: dict[str, Any]
-) -> bool | None:
+def evaluate_predicate(text: str, features: dict[str, Any], metrics: dict[str, Any]) -> bool | None:
     """Evaluate one predicate; None when the field is absent (unknown), never an exception."""
     ns, name, op, value = parse_predicate(text)
     source = features if ns == "features" else metrics
@@ -134,9 +132,7 @@ class SkillCard(BaseModel):
 
     id: str = Field(description="kebab-case identifier, equal to the file stem")
     title: str = Field(description="one-line name of the method")
-    bottlenecks: list[Bottleneck] = Field(
-        min_length=1, description="bottleneck classes this method addresses"
-    )
+    bottlenecks: list[Bottleneck] = Field(min_length=1, description="bottleneck classes this method addresses")
     applies_when: list[str] = Field(
         default_factory=list,
         description="predicates that must not be false for the card to apply (unknown passes)",
@@ -147,15 +143,11 @@ class SkillCard(BaseModel):
     mechanism: str = Field(min_length=20, description="why the method makes code faster")
     steps: list[str] = Field(min_length=1, description="how to apply it, in order")
     expected_effect: str = Field(min_length=5, description="the metric change it should cause")
-    pitfalls: list[str] = Field(
-        min_length=1, description="what breaks correctness or performance when applying it"
-    )
+    pitfalls: list[str] = Field(min_length=1, description="what breaks correctness or performance when applying it")
     triton_example: str = Field(min_length=20, description="a short original Triton sketch")
     cuda_equivalent: str | None = Field(default=None, description="the CUDA C++ counterpart")
     keywords: list[str] = Field(default_factory=list, description="extra retrieval terms")
-    transform: str | None = Field(
-        default=None, description="id of a deterministic transform implementing the method"
-    )
+    transform: str | None = Field(default=None, description="id of a deterministic transform implementing the method")
 
     @field_validator("id")
     @classmethod

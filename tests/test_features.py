@@ -1,6 +1,6 @@
 from kernelskill.nodes.feature_extractor import extract_features
 
-POINTWISE = '''
+POINTWISE = """
 import torch, triton
 import triton.language as tl
 
@@ -15,9 +15,9 @@ class ModelNew(torch.nn.Module):
         o = torch.empty_like(x)
         k[(1,)](x, o, x.numel(), BLOCK=1024)
         return o
-'''
+"""
 
-MATMUL = '''
+MATMUL = """
 import torch, triton
 import triton.language as tl
 
@@ -34,7 +34,7 @@ class ModelNew(torch.nn.Module):
         c = torch.empty(1)
         mm[(1,)](a, b, c, 1, 1, 1)
         return torch.relu(c) + a @ b
-'''
+"""
 
 
 def test_pointwise_features():

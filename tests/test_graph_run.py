@@ -2,9 +2,9 @@
 
 import json
 
+from kernelskill.graph.context import Context
 from scripts_util import fenced, write_script
 
-from kernelskill.graph.context import Context
 from kernelskill.runs import execute, new_run
 
 

@@ -1,11 +1,16 @@
 """The decision policy: deterministic classification with a trace, and the planner's guard."""
 
 import pytest
-
 from kernelskill.skills_kb.library import default_library
 from kernelskill.skills_kb.policy import decide, load_policy
 
-POINTWISE = {"num_kernels": 1, "is_pointwise": True, "uses_dot": False, "has_reduction": False, "torch_ops_in_forward": 0}
+POINTWISE = {
+    "num_kernels": 1,
+    "is_pointwise": True,
+    "uses_dot": False,
+    "has_reduction": False,
+    "torch_ops_in_forward": 0,
+}
 REDUCTION = {**POINTWISE, "is_pointwise": False, "has_reduction": True, "uses_transcendentals": True}
 GEMM = {**POINTWISE, "is_pointwise": False, "uses_dot": True, "has_loops": True}
 

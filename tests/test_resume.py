@@ -43,9 +43,25 @@ def test_resume_after_sigkill(tmp_path, task_path, candidate):
     cmd = [sys.executable, "-m", "kernelskill.cli"]
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     proc = subprocess.Popen(
-        cmd + ["optimize", str(task_path), "--scripted", str(script), "--device", "cpu", "--rounds", "2",
-               "--runs-dir", str(runs), "--thread-id", tid],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        cmd
+        + [
+            "optimize",
+            str(task_path),
+            "--scripted",
+            str(script),
+            "--device",
+            "cpu",
+            "--rounds",
+            "2",
+            "--runs-dir",
+            str(runs),
+            "--thread-id",
+            tid,
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     run_dir = runs / tid
     deadline = time.time() + 300
@@ -63,12 +79,13 @@ def test_resume_after_sigkill(tmp_path, task_path, candidate):
     assert not (run_dir / "report.json").exists()
     marker.unlink()
 
-    out = subprocess.run(cmd + ["resume", tid, "--runs-dir", str(runs)], env=env, capture_output=True, text=True,
-                         timeout=300)
+    out = subprocess.run(
+        cmd + ["resume", tid, "--runs-dir", str(runs)], env=env, capture_output=True, text=True, timeout=300
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert tid in out.stdout
     events = _events(run_dir)
-    after = events[len(before):]
+    after = events[len(before) :]
     assert {e["pid"] for e in before}.isdisjoint({e["pid"] for e in after})
     # nothing that had finished before the kill ran again
     assert [e["node"] for e in after] == ["reviewer"]
@@ -81,7 +98,10 @@ def test_resume_after_sigkill(tmp_path, task_path, candidate):
 
 
 def test_resume_unknown_thread(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "kernelskill.cli", "resume", "nope", "--runs-dir", str(tmp_path)],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "kernelskill.cli", "resume", "nope", "--runs-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 2
     assert "no run 'nope'" in out.stdout

@@ -1,7 +1,6 @@
 """The reviewer rejects bad candidates with a typed failure and never dies with them."""
 
 import pytest
-
 from kernelskill.runner.sandbox import run_review
 
 

@@ -1,8 +1,12 @@
 """Routers are pure functions of the state: no model, no GPU."""
 
 import pytest
-
-from kernelskill.graph.routing import decide_after_review, route_after_planner, route_after_review, round_finished
+from kernelskill.graph.routing import (
+    decide_after_review,
+    round_finished,
+    route_after_planner,
+    route_after_review,
+)
 
 BUDGET = {"max_rounds": 2, "max_repairs": 2}
 BEST = {"candidate": {"id": "r0"}, "review": {"status": "correct"}}

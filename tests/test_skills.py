@@ -4,7 +4,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from kernelskill.skills_kb.index import SkillIndex
 from kernelskill.skills_kb.library import CARDS_DIR, default_library, load_library
 from kernelskill.skills_kb.schema import CardError, load_card
@@ -63,7 +62,7 @@ def test_retrieval_recall_at_3():
     assert len(queries) >= 20
     index = open_index()
     hits = [q["expected"] in [h.skill_id for h in index.search(q["query"], k=3)] for q in queries]
-    misses = [q["query"] for q, ok in zip(queries, hits) if not ok]
+    misses = [q["query"] for q, ok in zip(queries, hits, strict=True) if not ok]
     assert sum(hits) / len(hits) >= 0.9, misses
 
 

@@ -17,8 +17,9 @@ LANGGRAPH = Path(sys.executable).parent / "langgraph"
 
 
 def _get(url, data=None):
-    req = urllib.request.Request(url, data=json.dumps(data).encode() if data else None,
-                                 headers={"content-type": "application/json"})
+    req = urllib.request.Request(
+        url, data=json.dumps(data).encode() if data else None, headers={"content-type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=5) as r:
         return json.loads(r.read())
 
@@ -31,8 +32,14 @@ def test_langgraph_dev_serves_kernelskill(tmp_path):
         port = s.getsockname()[1]
     env = {**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "1"}
     exe = str(LANGGRAPH) if LANGGRAPH.exists() else shutil.which("langgraph")
-    proc = subprocess.Popen([exe, "dev", "--no-browser", "--no-reload", "--port", str(port)], cwd=REPO, env=env,
-                            stdout=open(tmp_path / "dev.log", "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [exe, "dev", "--no-browser", "--no-reload", "--port", str(port)],
+        cwd=REPO,
+        env=env,
+        stdout=open(tmp_path / "dev.log", "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.time() + 120

@@ -63,9 +63,7 @@ def test_task_source(path: Path) -> None:
     tree = ast.parse(path.read_text(), filename=str(path))
     first = tree.body[0] if tree.body else None
     assert (
-        isinstance(first, ast.Expr)
-        and isinstance(first.value, ast.Constant)
-        and isinstance(first.value.value, str)
+        isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
     ), "task file must start with a docstring"
     doc = first.value.value.strip()
     assert doc and "\n" not in doc, "module docstring must be one line"
