@@ -45,6 +45,8 @@ class ReviewResult(TypedDict, total=False):
     correctness: dict[str, Any]  # trials run, worst error, tolerances
     compile_check: dict[str, Any]  # sm_90 compile check on CPU: kernels checked, errors
     metrics: dict[str, float]  # profile signals for the policy (see skills_kb.schema.METRICS)
+    custom_kernel: bool  # the main work runs in the candidate's own kernels (not PyTorch / a library)
+    labels: list[str]  # e.g. "torch_main_work", "library_main_work", "implausible_speedup"
     warnings: list[str]
     wall_s: float
 
