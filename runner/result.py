@@ -12,11 +12,12 @@ ReviewStatus = Literal[
     "wrong_output",  # ran, but shape / dtype / values differ from the reference
     "timeout",  # exceeded the evaluation's wall-time limit (killed)
     "crashed",  # the evaluation process died (segfault, abort, OOM kill)
+    "rejected",  # static checks found a forbidden construct (no kernel, fallback, timer patching...)
     "invalid_task",  # the reference task itself could not be loaded or run
 ]
 
 FAILURE_STATUSES: frozenset[str] = frozenset(
-    {"no_code", "compile_error", "runtime_error", "wrong_output", "timeout", "crashed"}
+    {"no_code", "compile_error", "runtime_error", "wrong_output", "timeout", "crashed", "rejected"}
 )
 
 
@@ -48,6 +49,9 @@ class ReviewResult(TypedDict, total=False):
     custom_kernel: bool  # the main work runs in the candidate's own kernels (not PyTorch / a library)
     labels: list[str]  # e.g. "torch_main_work", "library_main_work", "implausible_speedup"
     warnings: list[str]
+    kernels: list[dict[str, Any]]  # per compiled Triton kernel: registers, spills, shared memory
+    roofline: dict[str, Any]  # bytes, FLOPs, ceilings and the speed-of-light floor
+    phases: dict[str, float]  # seconds spent per evaluation phase
     wall_s: float
 
 
@@ -64,6 +68,7 @@ def failure(status: ReviewStatus, digest: str, detail: str = "", candidate_id: s
         runtime_ms=None,
         speedup_vs_eager=None,
         metrics={},
+        labels=[],
         warnings=[],
     )
     result.update(extra)  # type: ignore[typeddict-item]

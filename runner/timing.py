@@ -59,3 +59,50 @@ def time_interpreter(fn: Callable[[], Any], runs: int = 2) -> dict[str, Any]:
     stats = summarize(samples)
     stats["kind"] = "interpreter"
     return stats
+
+
+def time_adaptive(
+    fn: Callable[[], Any],
+    min_trials: int = 20,
+    max_trials: int = 300,
+    rel_ci: float = 0.01,
+    budget_s: float = 4.0,
+) -> dict[str, Any]:
+    """CUDA-event timing that stops once the 95 % CI of the mean is within ``rel_ci``.
+
+    Warm-up (at least 3 calls and 25 ms), an L2 flush before every trial, the first trial dropped;
+    at least ``min_trials`` and at most ``max_trials`` trials, or until ``budget_s`` is spent.
+    """
+    import torch
+
+    flush = torch.empty((256 << 20) // 4, dtype=torch.int32, device="cuda")
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    calls = 1
+    while calls < 3 or time.perf_counter() - t0 < 0.025:
+        fn()
+        calls += 1
+    torch.cuda.synchronize()
+    samples: list[float] = []
+    start_all = time.perf_counter()
+    while True:
+        flush.zero_()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        samples.append(start.elapsed_time(end))
+        kept = samples[1:]
+        if len(kept) >= min_trials:
+            stats = summarize(kept)
+            half = (stats["ci95_ms"][1] - stats["ci95_ms"][0]) / 2
+            if half <= rel_ci * stats["mean_ms"] or len(kept) >= max_trials:
+                break
+            if time.perf_counter() - start_all > budget_s:
+                break
+    stats = summarize(samples[1:])
+    stats["kind"] = "cuda_events"
+    return stats

@@ -17,7 +17,7 @@ from typing import Any
 
 from .result import ReviewResult, failure
 
-DEFAULT_TOL = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)}
+DEFAULT_TOL = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)}  # (atol, rtol)
 
 
 def _digest(exc: BaseException, candidate_file: str) -> str:
@@ -67,8 +67,16 @@ def _clone(objs: list[Any]) -> list[Any]:
     return [o.clone() if isinstance(o, torch.Tensor) else o for o in objs]
 
 
+MAGNITUDE_GUARD = 0.05  # relative L2 error above which "allclose" alone is not trusted
+
+
 def compare(ref_out: Any, new_out: Any, atol: float | None, rtol: float | None) -> str | None:
-    """None when outputs match; otherwise a one-line reason naming the worst element."""
+    """None when outputs match; otherwise a one-line reason naming the worst element.
+
+    Besides shape, dtype, NaN and ``allclose`` (tolerance by dtype), a magnitude guard rejects an
+    output whose relative L2 error exceeds 5 %: on tasks whose outputs are tiny, an all-zero or
+    constant answer would otherwise pass ``allclose`` on the absolute tolerance alone.
+    """
     import torch
 
     refs, news = _flatten(ref_out), _flatten(new_out)
@@ -86,7 +94,9 @@ def compare(ref_out: Any, new_out: Any, atol: float | None, rtol: float | None) 
         a, rt = atol if atol is not None else a_def, rtol if rtol is not None else r_def
         rf, nf = r.detach().double().cpu(), n.detach().double().cpu()
         if torch.isnan(nf).any() and not torch.isnan(rf).any():
-            return f"{tag}NaN in output ({int(torch.isnan(nf).sum())} elements)"
+            return f"{tag}NaN in output ({int(torch.isnan(nf).sum())} of {n.numel()} elements)"
+        if torch.isinf(nf).any() and not torch.isinf(rf).any():
+            return f"{tag}inf in output ({int(torch.isinf(nf).sum())} of {n.numel()} elements)"
         if not torch.allclose(nf, rf, atol=a, rtol=rt, equal_nan=True):
             err = (nf - rf).abs().nan_to_num(float("inf"))
             excess = err - (a + rt * rf.abs())
@@ -97,12 +107,92 @@ def compare(ref_out: Any, new_out: Any, atol: float | None, rtol: float | None) 
                 f"{tag}{bad}/{r.numel()} elements exceed atol={a:g} rtol={rt:g}; worst at "
                 f"{where}: got {nf.flatten()[idx].item():.6g}, expected {rf.flatten()[idx].item():.6g}"
             )
+        finite = torch.isfinite(rf)
+        ref_norm = float(rf[finite].norm())
+        if ref_norm > 0:
+            rel = float((nf[finite] - rf[finite]).norm()) / ref_norm
+            if rel > MAGNITUDE_GUARD:
+                return (
+                    f"{tag}relative L2 error {rel:.3g} > {MAGNITUDE_GUARD} although within atol={a:g}: "
+                    f"output magnitude {float(nf[finite].norm()):.3g} vs reference {ref_norm:.3g} "
+                    "(near-zero or constant output?)"
+                )
     return None
+
+
+def poison_cuda_cache(limit_bytes: int = 8 << 30) -> None:
+    """Fill the caching allocator's free blocks with NaN bytes (0xFF) before a candidate runs.
+
+    A candidate that returns ``torch.empty`` memory it never wrote then returns NaN instead of
+    whatever an earlier computation (the reference's, say) left there.
+    """
+    import torch
+
+    free = max(0, torch.cuda.memory_reserved() - torch.cuda.memory_allocated())
+    free = min(free, limit_bytes)
+    blocks = []
+    size = free
+    while free > 0 and size >= 1 << 16:
+        try:
+            blocks.append(torch.empty(size, dtype=torch.uint8, device="cuda").fill_(0xFF))
+            free -= size
+        except torch.OutOfMemoryError:
+            size //= 2
+    del blocks
+
+
+class Loaded:
+    """The task, the two models and what is needed to feed them."""
+
+    def __init__(self, task: Any, ref: Any, new: Any, module: Any, device: str) -> None:
+        self.task, self.ref, self.new, self.module, self.device = task, ref, new, module, device
+
+    def inputs(self, seed: int) -> list[Any]:
+        """Fresh inputs from the task's ``get_inputs`` under ``seed``, on the device."""
+        import torch
+
+        torch.manual_seed(seed)
+        return list(_to(list(self.task.get_inputs()), self.device))
+
+
+def _import_candidate(path: str) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("kernelskill_candidate", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["kernelskill_candidate"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_for_profiling(req: dict[str, Any]) -> tuple[Any, list[Any]]:
+    """ModelNew on CUDA and one set of inputs (used under ncu by :mod:`.profiling`)."""
+    import torch
+
+    from .taskfile import load_task_module
+
+    task = load_task_module(req["task_path"], name="kernelskill_reference")
+    sys.path.insert(0, str(Path(req["candidate_path"]).parent))
+    module = _import_candidate(req["candidate_path"])
+    seed = int(req.get("seed", 42))
+    torch.manual_seed(seed)
+    new = module.ModelNew(*task.get_init_inputs()).to("cuda").eval()
+    torch.manual_seed(seed + 1000)
+    return new, list(_to(list(task.get_inputs()), "cuda"))
 
 
 def evaluate(req: dict[str, Any]) -> ReviewResult:
     """Review one candidate against the task's reference (see module docstring)."""
     t_start = time.perf_counter()
+    phases: dict[str, float] = {}
+    mark = [t_start]
+
+    def phase(name: str) -> None:
+        now = time.perf_counter()
+        phases[name] = round(now - mark[0], 4)
+        mark[0] = now
+
     cid = req.get("candidate_id", "")
     want = req.get("device", "auto")
     if want == "cpu":
@@ -113,33 +203,37 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
     if not use_cuda:
         os.environ["TRITON_INTERPRET"] = "1"
     device = "cuda" if use_cuda else "cpu"
-    label = f"cuda:0 ({torch.cuda.get_device_name(0)})" if use_cuda else "cpu (triton interpreter)"
+    gpu = torch.cuda.get_device_name(0) if use_cuda else ""
+    label = f"cuda:0 ({gpu})" if use_cuda else "cpu (triton interpreter)"
+    phase("start")
 
+    from .static_check import check_source
     from .taskfile import TaskFileError, load_task_module
 
     try:
         task = load_task_module(req["task_path"], cpu=not use_cuda, name="kernelskill_reference")
     except TaskFileError as e:
         return failure("invalid_task", str(e), candidate_id=cid, device=label)
-
     cand_file = str(Path(req["candidate_path"]).resolve())
-    sys.path.insert(0, str(Path(cand_file).parent))
+    source = Path(cand_file).read_text()
+    static = check_source(source)
+    common: dict[str, Any] = {"device": label, "labels": list(static.labels), "warnings": list(static.warnings)}
 
     def fail(status: Any, exc: BaseException, **extra: Any) -> ReviewResult:
-        return failure(status, _digest(exc, cand_file), _detail(exc), cid, device=label, **extra)
+        return failure(status, _digest(exc, cand_file), _detail(exc), cid, **{**common, **extra})
 
-    import importlib.util
-
+    if not static.ok:
+        return failure(
+            "rejected", "static check: " + static.strict[0], "\n".join(static.strict), cid, compiled=True, **common
+        )
+    sys.path.insert(0, str(Path(cand_file).parent))
     try:
-        spec = importlib.util.spec_from_file_location("kernelskill_candidate", cand_file)
-        assert spec and spec.loader
-        cand = importlib.util.module_from_spec(spec)
-        sys.modules["kernelskill_candidate"] = cand
-        spec.loader.exec_module(cand)
+        module = _import_candidate(cand_file)
     except BaseException as e:  # noqa: BLE001 - SyntaxError, NameError, SystemExit...
         return fail("compile_error", e)
-    if not hasattr(cand, "ModelNew"):
-        return failure("compile_error", "candidate defines no class ModelNew", "", cid, device=label)
+    if not hasattr(module, "ModelNew"):
+        return failure("compile_error", "candidate defines no class ModelNew", "", cid, **common)
+    phase("load")
 
     seed = int(req.get("seed", 42))
     init_inputs = task.get_init_inputs()
@@ -147,29 +241,32 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
         torch.manual_seed(seed)
         ref = task.Model(*init_inputs).to(device).eval()
     except Exception as e:
-        return failure("invalid_task", f"reference Model failed to build: {e}", cid, device=label)
+        return failure("invalid_task", f"reference Model failed to build: {e}", "", cid, **common)
     try:
         torch.manual_seed(seed)
-        new = cand.ModelNew(*_clone(list(init_inputs))).to(device).eval()
+        new = module.ModelNew(*_clone(list(init_inputs))).to(device).eval()
     except BaseException as e:  # noqa: BLE001
         return fail("runtime_error", e)
+    run = Loaded(task, ref, new, module, device)
 
     recorder = None
     if not use_cuda:
         from .compile_check import LaunchRecorder
 
         recorder = LaunchRecorder()
-    trials = int(req.get("trials", 3))
+    trials = int(req.get("trials", 5))
     atol, rtol = req.get("atol"), req.get("rtol")
-    worst: dict[str, Any] = {"trials": 0}
-    inputs: list[Any] = []
-    for trial in range(trials):
-        torch.manual_seed(seed + 1000 * (trial + 1))
-        inputs = _to(list(task.get_inputs()), device)
+    correctness: dict[str, Any] = {"trials": 0, "atol": atol, "rtol": rtol}
+
+    def check(trial_seed: int, when: str, record: bool = False) -> ReviewResult | None:
+        inputs = run.inputs(trial_seed)
         with torch.no_grad():
             ref_out = ref(*_clone(inputs))
+            if use_cuda:
+                torch.cuda.synchronize()
+                poison_cuda_cache()
             try:
-                if recorder is not None and trial == 0:
+                if record and recorder is not None:
                     with recorder:
                         new_out = new(*_clone(inputs))
                 else:
@@ -177,19 +274,26 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
                 if use_cuda:
                     torch.cuda.synchronize()
             except BaseException as e:  # noqa: BLE001
-                return fail(_classify(e), e, correctness={"trials": trial})
+                return fail(_classify(e), e, correctness=correctness)
         reason = compare(ref_out, new_out, atol, rtol)
-        worst["trials"] = trial + 1
         if reason:
             return failure(
                 "wrong_output",
-                f"trial {trial} (seed {seed + 1000 * (trial + 1)}): {reason}",
+                f"{when} (seed {trial_seed}): {reason}",
                 reason,
                 cid,
-                device=label,
-                correctness=worst,
+                correctness=correctness,
                 compiled=True,
+                **common,
             )
+        return None
+
+    for trial in range(trials):
+        bad = check(seed + 1000 * (trial + 1), f"trial {trial}", record=trial == 0)
+        if bad:
+            return bad
+        correctness["trials"] = trial + 1
+    phase("correctness")
 
     compile_info: dict[str, Any] = {}
     if recorder is not None:
@@ -206,21 +310,11 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
                 digest[:400] + " (the interpreter accepted it; a real GPU compile does not)",
                 first["error"],
                 cid,
-                device=label,
                 compile_check=compile_info,
+                **common,
             )
+        phase("compile_check")
 
-    from .timing import time_cuda, time_interpreter
-
-    with torch.no_grad():
-        if use_cuda:
-            n = int(req.get("time_trials", 50))
-            t_new = time_cuda(lambda: new(*inputs), trials=n)
-            t_ref = time_cuda(lambda: ref(*inputs), trials=n)
-        else:
-            t_new = time_interpreter(lambda: new(*inputs), runs=int(req.get("cpu_time_runs", 1)))
-            t_ref = time_interpreter(lambda: ref(*inputs), runs=int(req.get("cpu_time_runs", 1)))
-    speedup = t_ref["median_ms"] / t_new["median_ms"] if use_cuda else None
     result = ReviewResult(
         status="correct",
         candidate_id=cid,
@@ -228,23 +322,121 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
         compiled=True,
         error_digest="",
         error_detail="",
-        device=label,
         timing_kind="cuda_events" if use_cuda else "interpreter",
-        runtime_ms=t_new["median_ms"],
-        eager_ms=t_ref["median_ms"],
         compile_ms=None,
-        speedup_vs_eager=speedup,
+        speedup_vs_eager=None,
         speedup_vs_compile=None,
-        timing={"candidate": t_new, "eager": t_ref},
-        correctness={**worst, "atol": atol, "rtol": rtol},
+        correctness=correctness,
         compile_check=compile_info,
-        metrics={"runtime_ms": t_new["median_ms"]} if use_cuda else {},
-        warnings=[],
+        metrics={},
+        custom_kernel="torch_main_work" not in static.labels and "library_main_work" not in static.labels,
+        device=label,
+        labels=list(static.labels),
+        warnings=list(static.warnings),
     )
-    if speedup is not None:
-        result["metrics"]["speedup_vs_eager"] = speedup
+    timing_inputs = run.inputs(seed + 7)
+    if use_cuda:
+        _time_on_gpu(req, run, timing_inputs, result, gpu, phase)
+    else:
+        from .timing import time_interpreter
+
+        with torch.no_grad():
+            t_new = time_interpreter(lambda: new(*timing_inputs), runs=int(req.get("cpu_time_runs", 1)))
+            t_ref = time_interpreter(lambda: ref(*timing_inputs), runs=int(req.get("cpu_time_runs", 1)))
+        result["runtime_ms"], result["eager_ms"] = t_new["median_ms"], t_ref["median_ms"]
+        result["timing"] = {"candidate": t_new, "eager": t_ref}
+        phase("timing")
+
+    # After timing: new inputs again, so an answer cached from earlier calls (or state kept across
+    # calls) shows up as a mismatch.
+    bad = check(seed + 999_983, "re-check after timing with new inputs (cached or stateful output?)")
+    if bad:
+        return bad
+    phase("recheck")
+    if use_cuda:
+        _profile_on_gpu(req, run, timing_inputs, result, gpu)
+        phase("profile")
+    result["phases"] = phases
     result["wall_s"] = time.perf_counter() - t_start
     return result
+
+
+def _time_on_gpu(
+    req: dict[str, Any], run: Loaded, inputs: list[Any], result: ReviewResult, gpu: str, phase: Any
+) -> None:
+    """CUDA-event timings of the candidate and the (cached) eager / torch.compile baselines."""
+    import torch
+
+    from . import cache
+    from .timing import time_adaptive
+
+    with torch.no_grad():
+        t_new = time_adaptive(lambda: run.new(*inputs))
+    phase("timing")
+    key = cache.baseline_key(Path(req["task_path"]).read_text(), gpu, torch.__version__)
+    base = cache.get("baselines", key) if req.get("baseline_cache", True) else None
+    if not base:
+        base = {}
+        with torch.no_grad():
+            base["eager"] = time_adaptive(lambda: run.ref(*inputs))
+            try:
+                compiled = torch.compile(run.ref)
+                base["compile"] = time_adaptive(lambda: compiled(*inputs))
+            except Exception as e:  # a reference torch.compile cannot handle: no compile baseline
+                base["compile"] = None
+                base["compile_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        cache.put("baselines", key, base)
+        phase("baselines")
+    else:
+        phase("baselines_cached")
+    eager, comp = base["eager"], base.get("compile")
+    result["runtime_ms"] = t_new["median_ms"]
+    result["eager_ms"] = eager["median_ms"]
+    result["compile_ms"] = comp["median_ms"] if comp else None
+    result["speedup_vs_eager"] = eager["median_ms"] / t_new["median_ms"]
+    result["speedup_vs_compile"] = comp["median_ms"] / t_new["median_ms"] if comp else None
+    result["timing"] = {"candidate": t_new, "eager": eager, "compile": comp, "baseline_key": key}
+    result["metrics"]["runtime_ms"] = t_new["median_ms"]
+    result["metrics"]["speedup_vs_eager"] = eager["median_ms"] / t_new["median_ms"]
+    if comp:
+        result["metrics"]["speedup_vs_compile"] = comp["median_ms"] / t_new["median_ms"]
+
+
+def _profile_on_gpu(req: dict[str, Any], run: Loaded, inputs: list[Any], result: ReviewResult, gpu: str) -> None:
+    """Resource usage, launch counts, speed-of-light signals and (optionally) ncu metrics."""
+    import torch
+
+    from . import roofline
+    from .profiling import kernel_resources, launch_counts, ncu_available, run_ncu
+
+    metrics = result["metrics"]
+    resources = kernel_resources(run.module)
+    result["kernels"] = resources
+    if resources:
+        heaviest = max(resources, key=lambda k: k["registers_per_thread"] or 0)
+        for name in ("registers_per_thread", "spill_bytes", "shared_mem_bytes"):
+            if heaviest.get(name) is not None:
+                metrics[name] = float(heaviest[name])
+    with torch.no_grad():
+        metrics.update({k: float(v) for k, v in launch_counts(lambda: run.new(*inputs)).items()})
+        ref_out = run.ref(*inputs)
+        work = roofline.task_work(run.ref, inputs, ref_out)
+    ceil = roofline.ceilings(gpu)
+    sol = roofline.metrics_for(result["runtime_ms"] or 0.0, work, ceil)
+    metrics.update({k: v for k, v in sol.items() if k != "sol_ms"})
+    result["roofline"] = {**work, **sol, "ceilings": ceil}
+    if result["runtime_ms"] and result["runtime_ms"] < roofline.IMPLAUSIBLE * sol["sol_ms"]:
+        result["labels"].append("implausible_speedup")
+        result["warnings"].append(
+            f"runtime {result['runtime_ms']:.4g} ms is below {roofline.IMPLAUSIBLE:g}x the speed-of-light floor "
+            f"{sol['sol_ms']:.4g} ms: physically implausible (work skipped or cached?)"
+        )
+    if req.get("ncu") and ncu_available():
+        prof = run_ncu(req, str(Path(req["candidate_path"]).parent))
+        if "metrics" in prof:
+            metrics.update(prof["metrics"])
+        else:
+            result["warnings"].append(f"ncu: {prof.get('error')}")
 
 
 def main(argv: list[str]) -> int:

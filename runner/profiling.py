@@ -1,0 +1,164 @@
+"""Profile signals of a candidate on CUDA: compiled-kernel resources, launch counts, ncu metrics.
+
+- :func:`kernel_resources`: registers per thread, spills and shared memory of every compiled
+  Triton kernel in the candidate module (from Triton's own kernel cache: no profiler needed).
+- :func:`launch_counts`: kernels launched by one forward call (``torch.profiler``).
+- :func:`run_ncu`: a fixed Nsight Compute metric set over one forward call, in a child process
+  (``python -m kernelskill.runner.profiling TARGET.json`` under ``ncu``), parsed into the metric
+  names of ``skills_kb.schema.METRICS``; time-weighted over the kernels of that call.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import types
+from typing import Any
+
+NCU_METRICS = {
+    "gpu__time_duration.sum": "duration_ns",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_throughput_pct",
+    "lts__throughput.avg.pct_of_peak_sustained_elapsed": "l2_throughput_pct",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed": "sm_throughput_pct",
+    "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved_occupancy_pct",
+    "launch__registers_per_thread": "registers_per_thread",
+}
+STALLS = (
+    "long_scoreboard", "short_scoreboard", "barrier", "math_pipe_throttle", "mio_throttle", "wait",
+    "lg_throttle", "not_selected", "selected", "no_instruction", "dispatch_stall", "membar",
+)  # fmt: skip
+STALL_METRIC = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
+NVTX_RANGE = "kernelskill_profile"
+
+
+def _jit_functions(module: types.ModuleType) -> list[Any]:
+    from triton.runtime.jit import JITFunction
+
+    found = []
+    for value in vars(module).values():
+        obj = value
+        for _ in range(4):  # Autotuner / Heuristics wrap the JITFunction in .fn
+            if isinstance(obj, JITFunction):
+                found.append(obj)
+                break
+            obj = getattr(obj, "fn", None)
+    return found
+
+
+def kernel_resources(module: types.ModuleType) -> list[dict[str, Any]]:
+    """Resource usage of every compiled specialization of the module's Triton kernels."""
+    out = []
+    for jit in _jit_functions(module):
+        for entry in getattr(jit, "device_caches", {}).values():
+            for kernel in entry[0].values():
+                meta = kernel.metadata
+                out.append(
+                    {
+                        "kernel": jit.fn.__name__,
+                        "registers_per_thread": getattr(kernel, "n_regs", None),
+                        "spill_bytes": getattr(kernel, "n_spills", None),
+                        "shared_mem_bytes": getattr(meta, "shared", None),
+                        "num_warps": getattr(meta, "num_warps", None),
+                        "num_stages": getattr(meta, "num_stages", None),
+                    }
+                )
+    return out
+
+
+def launch_counts(fn: Any) -> dict[str, int]:
+    """Kernel launches and distinct kernels in one call of ``fn``."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return {"launch_count": len(names), "kernel_count": len(set(names))}
+
+
+def ncu_available() -> bool:
+    """True when the ``ncu`` binary is on PATH."""
+    return shutil.which("ncu") is not None
+
+
+def parse_ncu_csv(text: str) -> dict[str, float]:
+    """Time-weighted metrics over all kernels in an ncu ``--csv`` report."""
+    per_kernel: dict[str, dict[str, float]] = {}
+    start = text.find('"ID"')
+    for row in csv.DictReader(io.StringIO(text[start:] if start >= 0 else "")):
+        try:
+            value = float(row["Metric Value"].replace(",", ""))
+        except (KeyError, ValueError):
+            continue
+        per_kernel.setdefault(row["ID"], {})[row["Metric Name"]] = value
+    if not per_kernel:
+        return {}
+    weights = {k: m.get("gpu__time_duration.sum", 1.0) for k, m in per_kernel.items()}
+    total = sum(weights.values()) or 1.0
+    out: dict[str, float] = {"launch_count": float(len(per_kernel)), "ncu_time_ms": total / 1e6}
+    for raw, name in NCU_METRICS.items():
+        if raw == "gpu__time_duration.sum":
+            continue
+        vals = [(m[raw], weights[k]) for k, m in per_kernel.items() if raw in m]
+        if vals:
+            if name == "registers_per_thread":
+                out[name] = max(v for v, _ in vals)
+            else:
+                out[name] = sum(v * w for v, w in vals) / sum(w for _, w in vals)
+    stall_totals = {
+        s: sum(m.get(STALL_METRIC.format(s), 0.0) * weights[k] for k, m in per_kernel.items()) for s in STALLS
+    }
+    denominator = sum(stall_totals.values())
+    if denominator > 0:
+        for s, v in stall_totals.items():
+            out[f"stall_{s}_pct"] = 100.0 * v / denominator
+    return out
+
+
+def run_ncu(request: dict[str, Any], workdir: str, timeout_s: float = 240.0) -> dict[str, Any]:
+    """Profile one forward call of the candidate under ncu; {} plus an error when it fails."""
+    target = os.path.join(workdir, "ncu_target.json")
+    with open(target, "w") as f:
+        json.dump(request, f)
+    metrics = ",".join(list(NCU_METRICS) + [STALL_METRIC.format(s) for s in STALLS])
+    cmd = [
+        "ncu", "--csv", "--clock-control", "none", "--nvtx", "--nvtx-include", f"{NVTX_RANGE}/",
+        "--metrics", metrics, sys.executable, "-m", "kernelskill.runner.profiling", target,
+    ]  # fmt: skip
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"error": f"ncu exceeded {timeout_s:g} s"}
+    parsed = parse_ncu_csv(proc.stdout)
+    if not parsed:
+        return {"error": f"ncu produced no metrics (exit {proc.returncode}): {proc.stderr[-500:]}"}
+    return {"metrics": parsed}
+
+
+def _profile_target(path: str) -> None:
+    """Under ncu: build the models, warm up, then run one forward inside the NVTX range."""
+    import torch
+
+    from .worker import load_for_profiling
+
+    with open(path) as f:
+        req = json.load(f)
+    new, inputs = load_for_profiling(req)
+    with torch.no_grad():
+        for _ in range(3):
+            new(*inputs)
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_push(NVTX_RANGE)
+        new(*inputs)
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_pop()
+
+
+if __name__ == "__main__":
+    _profile_target(sys.argv[1])

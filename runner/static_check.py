@@ -1,0 +1,149 @@
+"""Static checks on a candidate's source, before it runs (stdlib only).
+
+Strict findings reject the candidate: no custom kernel at all, a try/except around the work in
+``forward`` (a silent fallback to PyTorch), patching timers / CUDA events / synchronize, threads or
+processes, extra CUDA streams. Warnings are recorded on the review: PyTorch compute ops left in
+``forward`` (the candidate is then labelled ``torch_main_work`` when the heavy op of the
+reference, a matmul / convolution / attention, still runs in PyTorch).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+HEAVY_OPS = {
+    "matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "linear", "conv1d", "conv2d", "conv3d",
+    "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "scaled_dot_product_attention",
+    "multi_head_attention_forward", "lstm", "gru", "rnn",
+}  # fmt: skip
+LIGHT_OPS = {
+    "relu", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax", "layer_norm", "group_norm",
+    "batch_norm", "instance_norm", "sum", "mean", "max", "min", "exp", "log", "sqrt", "rsqrt", "var",
+    "std", "norm", "cumsum", "cumprod", "argmax", "argmin", "max_pool2d", "avg_pool2d", "dropout",
+    "cross_entropy", "mse_loss", "softplus", "leaky_relu", "hardswish", "elu", "clamp", "where", "pow",
+}  # fmt: skip
+HEAVY_MODULES = ("Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose", "MultiheadAttention", "LSTM", "GRU", "RNN")
+TIMER_TARGETS = re.compile(
+    r"^(torch\.cuda\.(Event|synchronize|current_stream|Stream)|time\.(time|perf_counter|monotonic)\w*|"
+    r"triton\.testing\.do_bench\w*|torch\.cuda\.Event\.\w+)$"
+)
+THREAD_MODULES = ("threading", "multiprocessing", "concurrent", "_thread", "asyncio", "subprocess")
+
+
+@dataclass
+class StaticReport:
+    """Findings of the static checks."""
+
+    strict: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    kernels: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """No strict finding."""
+        return not self.strict
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Call):
+        return _dotted(node.func)
+    return ""
+
+
+def _kernels(tree: ast.AST) -> list[ast.FunctionDef]:
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.FunctionDef) and any("jit" in _dotted(d) for d in n.decorator_list):
+            if any(_dotted(c.func).startswith("tl.") for c in ast.walk(n) if isinstance(c, ast.Call)):
+                out.append(n)
+    return out
+
+
+def _submodule_types(cls: ast.ClassDef) -> dict[str, str]:
+    """``self.NAME = nn.Conv2d(...)`` assignments: NAME -> constructor name."""
+    types: dict[str, str] = {}
+    for n in ast.walk(cls):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
+            for t in n.targets:
+                if isinstance(t, ast.Attribute) and _dotted(t.value) == "self":
+                    types[t.attr] = _dotted(n.value.func).rsplit(".", 1)[-1]
+    return types
+
+
+def check_source(source: str) -> StaticReport:
+    """Run every static check on ``source``."""
+    report = StaticReport()
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return report  # the import reports the syntax error with its line
+    kernels = _kernels(tree)
+    cuda = "load_inline" in source and "__global__" in source
+    report.kernels = len(kernels) + source.count("__global__")
+    if not kernels and not cuda:
+        report.strict.append(
+            "no custom kernel: neither a @triton.jit kernel using tl.* nor CUDA __global__ code via load_inline"
+        )
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""]
+            for name in names:
+                if name.split(".")[0] in THREAD_MODULES:
+                    report.strict.append(f"imports {name}: threads / processes can hide work from the timer")
+        elif isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            for t in targets:
+                name = _dotted(t)
+                if TIMER_TARGETS.match(name):
+                    report.strict.append(f"assigns {name}: patching timers or synchronization is not allowed")
+        elif isinstance(n, ast.Call):
+            name = _dotted(n.func)
+            if (
+                name in ("setattr", "monkeypatch.setattr")
+                and n.args
+                and _dotted(n.args[0]).startswith(("torch.cuda", "time", "triton.testing"))
+            ):
+                report.strict.append(f"setattr on {_dotted(n.args[0])}: patching timers is not allowed")
+            if re.search(r"(^|\.)(Stream|stream|ExternalStream)$", name) and "cuda" in name:
+                report.strict.append(f"calls {name}: work on extra streams escapes the timer")
+    if re.search(r"cudaStreamCreate|cudaStreamNonBlocking", source):
+        report.strict.append("CUDA source creates streams: work on extra streams escapes the timer")
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "ModelNew"):
+        subs = _submodule_types(cls)
+        for fn in (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"):
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Try):
+                    report.strict.append(
+                        f"try/except in forward (line {n.lineno}): a fallback would hide kernel failures"
+                    )
+                if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
+                    report.warnings.append(f"PyTorch matmul (@) in forward, line {n.lineno}")
+                    _label(report, "torch_main_work")
+                if not isinstance(n, ast.Call):
+                    continue
+                name = _dotted(n.func)
+                root, _, tail = name.rpartition(".")
+                if root == "self" and tail in subs and subs[tail].startswith(HEAVY_MODULES):
+                    report.warnings.append(f"nn.{subs[tail]} submodule self.{tail} called in forward, line {n.lineno}")
+                    _label(report, "torch_main_work")
+                elif root == "extern_kernels":
+                    report.warnings.append(f"library call {name} in forward, line {n.lineno}")
+                    _label(report, "library_main_work")
+                elif tail in HEAVY_OPS and root and not root.startswith(("self", "tl", "triton")):
+                    report.warnings.append(f"PyTorch {name} in forward, line {n.lineno}")
+                    _label(report, "torch_main_work")
+                elif tail in LIGHT_OPS and root in ("torch", "F", "torch.nn.functional"):
+                    report.warnings.append(f"PyTorch {name} in forward, line {n.lineno}")
+    return report
+
+
+def _label(report: StaticReport, label: str) -> None:
+    if label not in report.labels:
+        report.labels.append(label)
