@@ -70,15 +70,19 @@ def kernel_resources(module: types.ModuleType) -> list[dict[str, Any]]:
     return out
 
 
-def launch_counts(fn: Any) -> dict[str, int]:
-    """Kernel launches and distinct kernels in one call of ``fn``."""
+def launched_kernels(fn: Any) -> list[str]:
+    """Names of the CUDA kernels launched by one call of ``fn`` (in launch order)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
-    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+def launch_counts(names: list[str]) -> dict[str, int]:
+    """Kernel launches and distinct kernels."""
     return {"launch_count": len(names), "kernel_count": len(set(names))}
 
 

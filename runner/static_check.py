@@ -40,6 +40,7 @@ class StaticReport:
     warnings: list[str] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
     kernels: int = 0
+    kernel_names: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -77,8 +78,30 @@ def _submodule_types(cls: ast.ClassDef) -> dict[str, str]:
     return types
 
 
-def check_source(source: str) -> StaticReport:
-    """Run every static check on ``source``."""
+def forward_compute_ops(source: str, class_name: str) -> set[str]:
+    """Names (last part) of PyTorch compute calls in ``class_name.forward``."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    ops: set[str] = set()
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == class_name):
+        subs = _submodule_types(cls)
+        for fn in (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"):
+            for n in ast.walk(fn):
+                if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
+                    ops.add("matmul")
+                if isinstance(n, ast.Call):
+                    root, _, tail = _dotted(n.func).rpartition(".")
+                    if root == "self" and tail in subs:
+                        ops.add(subs[tail].lower())
+                    elif tail in HEAVY_OPS | LIGHT_OPS and not root.startswith(("tl", "triton")):
+                        ops.add(tail)
+    return ops
+
+
+def check_source(source: str, reference: str | None = None) -> StaticReport:
+    """Run every static check on ``source`` (and compare its forward with the reference's)."""
     report = StaticReport()
     try:
         tree = ast.parse(source)
@@ -87,14 +110,24 @@ def check_source(source: str) -> StaticReport:
     kernels = _kernels(tree)
     cuda = "load_inline" in source and "__global__" in source
     report.kernels = len(kernels) + source.count("__global__")
+    report.kernel_names = [k.name for k in kernels]
     if not kernels and not cuda:
         report.strict.append(
             "no custom kernel: neither a @triton.jit kernel using tl.* nor CUDA __global__ code via load_inline"
         )
+    elif kernels and not cuda:
+        names = {k.name for k in kernels}
+        launched = {
+            _dotted(n.func.value)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript)
+        }
+        if not names & launched and not any(f"{k}.run(" in source or f"{k}.warmup(" in source for k in names):
+            report.strict.append(f"kernels {sorted(names)} are defined but never launched (kernel[grid](...))")
     for n in ast.walk(tree):
         if isinstance(n, (ast.Import, ast.ImportFrom)):
-            names = [a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""]
-            for name in names:
+            imported = [a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""]
+            for name in imported:
                 if name.split(".")[0] in THREAD_MODULES:
                     report.strict.append(f"imports {name}: threads / processes can hide work from the timer")
         elif isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
@@ -141,6 +174,14 @@ def check_source(source: str) -> StaticReport:
                     _label(report, "torch_main_work")
                 elif tail in LIGHT_OPS and root in ("torch", "F", "torch.nn.functional"):
                     report.warnings.append(f"PyTorch {name} in forward, line {n.lineno}")
+    if reference is not None:
+        ref_ops = forward_compute_ops(reference, "Model")
+        cand_ops = forward_compute_ops(source, "ModelNew")
+        if ref_ops and ref_ops <= cand_ops:
+            report.warnings.append(
+                f"forward still calls every PyTorch op of the reference ({', '.join(sorted(ref_ops))})"
+            )
+            _label(report, "torch_main_work")
     return report
 
 

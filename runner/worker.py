@@ -216,7 +216,7 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
         return failure("invalid_task", str(e), candidate_id=cid, device=label)
     cand_file = str(Path(req["candidate_path"]).resolve())
     source = Path(cand_file).read_text()
-    static = check_source(source)
+    static = check_source(source, Path(req["task_path"]).read_text())
     common: dict[str, Any] = {"device": label, "labels": list(static.labels), "warnings": list(static.warnings)}
 
     def fail(status: Any, exc: BaseException, **extra: Any) -> ReviewResult:
@@ -295,6 +295,33 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
         correctness["trials"] = trial + 1
     phase("correctness")
 
+    if recorder is not None and not recorder.launches and static.kernels and "__global__" not in source:
+        return failure(
+            "rejected",
+            "no Triton kernel ran during forward: the output came from PyTorch or a dead code path",
+            "",
+            cid,
+            compiled=True,
+            correctness=correctness,
+            **common,
+        )
+    launched: list[str] = []
+    if use_cuda:
+        from .profiling import launched_kernels
+
+        with torch.no_grad():
+            launched = launched_kernels(lambda: new(*run.inputs(seed + 3)))
+        own = set(static.kernel_names)
+        if own and "__global__" not in source and not any(any(n.startswith(k) for k in own) for n in launched):
+            return failure(
+                "rejected",
+                f"none of the candidate's kernels ({', '.join(sorted(own))}) ran during forward",
+                "kernels launched: " + ", ".join(sorted(set(launched))[:20]),
+                cid,
+                compiled=True,
+                correctness=correctness,
+                **common,
+            )
     compile_info: dict[str, Any] = {}
     if recorder is not None:
         from .compile_check import check_in_subprocess
@@ -354,7 +381,7 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
         return bad
     phase("recheck")
     if use_cuda:
-        _profile_on_gpu(req, run, timing_inputs, result, gpu)
+        _profile_on_gpu(req, run, timing_inputs, result, gpu, launched)
         phase("profile")
     result["phases"] = phases
     result["wall_s"] = time.perf_counter() - t_start
@@ -402,7 +429,9 @@ def _time_on_gpu(
         result["metrics"]["speedup_vs_compile"] = comp["median_ms"] / t_new["median_ms"]
 
 
-def _profile_on_gpu(req: dict[str, Any], run: Loaded, inputs: list[Any], result: ReviewResult, gpu: str) -> None:
+def _profile_on_gpu(
+    req: dict[str, Any], run: Loaded, inputs: list[Any], result: ReviewResult, gpu: str, launched: list[str]
+) -> None:
     """Resource usage, launch counts, speed-of-light signals and (optionally) ncu metrics."""
     import torch
 
@@ -418,7 +447,7 @@ def _profile_on_gpu(req: dict[str, Any], run: Loaded, inputs: list[Any], result:
             if heaviest.get(name) is not None:
                 metrics[name] = float(heaviest[name])
     with torch.no_grad():
-        metrics.update({k: float(v) for k, v in launch_counts(lambda: run.new(*inputs)).items()})
+        metrics.update({k: float(v) for k, v in launch_counts(launched).items()})
         ref_out = run.ref(*inputs)
         work = roofline.task_work(run.ref, inputs, ref_out)
     ceil = roofline.ceilings(gpu)

@@ -10,6 +10,8 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 _SESSION_TMP = Path(tempfile.mkdtemp(prefix="kernelskill-tests-"))
 os.environ.setdefault("KERNELSKILL_SKILLS_DB", str(_SESSION_TMP / "chroma"))
 os.environ["KERNELSKILL_RUNS_DIR"] = str(_SESSION_TMP / "runs")
+# Baselines and GPU ceilings are measured once per test session, not taken from the user's cache.
+os.environ.setdefault("KERNELSKILL_CACHE_DIR", str(_SESSION_TMP / "cache"))
 for var in ("KERNELSKILL_MODEL", "KERNELSKILL_BASE_URL", "KERNELSKILL_SCRIPTED", "KERNELSKILL_CONFIG"):
     os.environ.pop(var, None)
 

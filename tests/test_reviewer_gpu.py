@@ -1,0 +1,61 @@
+"""The reviewer on a real GPU (marked gpu: skipped without CUDA; run with `make test-gpu`)."""
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from kernelskill.runner.sandbox import run_review
+
+pytestmark = pytest.mark.gpu
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TASKS = Path(__file__).parent.parent / "evals" / "tasks"
+GELU_TASK = TASKS / "level1" / "14_gelu.py"
+GELU = FIXTURES / "solutions" / "14_gelu.py"
+ADVERSARIAL = sorted((FIXTURES / "adversarial").glob("*.py"))
+
+
+def review(task, source, tmp_path, name, **kw):
+    return run_review(task, source, tmp_path, name, device="cuda", **kw)
+
+
+def test_correct_kernel_timed_and_profiled(tmp_path):
+    r = review(GELU_TASK, GELU.read_text(), tmp_path, "gelu")
+    assert r["status"] == "correct", r.get("error_digest")
+    assert r["timing_kind"] == "cuda_events" and r["speedup_vs_eager"] > 0
+    assert r["timing"]["candidate"]["n"] >= 20
+    m = r["metrics"]
+    assert 0 < m["sol_pct"] <= 125 and m["launch_count"] == 1
+    assert m["registers_per_thread"] > 0 and m["spill_bytes"] == 0
+    assert r["custom_kernel"] is True and "implausible_speedup" not in r["labels"]
+
+
+@pytest.mark.parametrize("path", ADVERSARIAL, ids=[p.stem for p in ADVERSARIAL])
+def test_adversarial_rejected_on_gpu(path, tmp_path):
+    lines = path.read_text().splitlines()
+    task = FIXTURES / "tasks" / f"{lines[0].removeprefix('# task: ').strip()}.py"
+    status, needle = lines[1].removeprefix("# expect: ").split("|", 1)
+    r = review(task, path.read_text(), tmp_path, path.stem, timeout_s=180)
+    assert r["status"] == status, (r["status"], r.get("error_digest"))
+    assert any(n in r["error_digest"] for n in needle.split("|")), r["error_digest"]
+
+
+def test_illegal_memory_access_is_contained(tmp_path):
+    bad = review(
+        FIXTURES / "tasks" / "scale_relu.py", (FIXTURES / "gpu" / "illegal_access.py").read_text(), tmp_path, "ima"
+    )
+    assert bad["status"] in ("runtime_error", "crashed"), bad
+    assert "illegal memory access" in (bad["error_digest"] + bad.get("error_detail", "")).lower()
+    good = review(GELU_TASK, GELU.read_text(), tmp_path, "after_ima")
+    assert good["status"] == "correct", good.get("error_digest")
+
+
+def test_timing_spread_under_three_percent(tmp_path):
+    medians = []
+    for i in range(5):
+        r = review(GELU_TASK, GELU.read_text(), tmp_path, f"spread{i}")
+        assert r["status"] == "correct"
+        medians.append(r["runtime_ms"])
+    spread = (max(medians) - min(medians)) / statistics.median(medians)
+    assert spread < 0.03, medians
