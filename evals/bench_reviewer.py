@@ -78,9 +78,16 @@ def measure_baseline(task_path: Path) -> dict[str, Any]:
     cache.put("baselines", key, {"eager": eager, "compile": comp})
     out.update(eager_ms=eager["median_ms"], compile_ms=comp["median_ms"] if comp else None)
     out["compile_speedup"] = eager["median_ms"] / comp["median_ms"] if comp else None
-    del model, inputs
-    torch.cuda.empty_cache()
     return out
+
+
+def _free_gpu_memory() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    torch.cuda.empty_cache()
 
 
 def main() -> None:
@@ -101,6 +108,7 @@ def main() -> None:
     report["baselines"] = []
     for t in tasks:
         row = measure_baseline(t)
+        _free_gpu_memory()
         report["baselines"].append(row)
         print(f"baseline {row['task']}: eager {row['eager_ms']:.4f} ms, compile {row['compile_ms']}", flush=True)
 

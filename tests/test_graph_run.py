@@ -3,9 +3,9 @@
 import json
 
 from kernelskill.graph.context import Context
-from scripts_util import fenced, write_script
-
 from kernelskill.runs import execute, new_run
+
+from scripts_util import fenced, write_script
 
 
 def run_with(tmp_path, task_path, rules, **ctx):

@@ -1,6 +1,7 @@
 """The reviewer rejects bad candidates with a typed failure and never dies with them."""
 
 import pytest
+
 from kernelskill.runner.sandbox import run_review
 
 

@@ -1,6 +1,7 @@
 """Routers are pure functions of the state: no model, no GPU."""
 
 import pytest
+
 from kernelskill.graph.routing import (
     decide_after_review,
     round_finished,
