@@ -1,175 +1,182 @@
 """Run the optimizer over a task suite: one worker per GPU, resumable, summarized.
 
-Each task runs as its own ``kernelskill optimize`` process (a crash or hang in one task never stops
-the suite) under a per-task wall-time limit. The eval directory holds ``runs/<thread-id>/`` per
-task; a task whose ``report.json`` exists is finished and never re-run; a task with a run directory
-but no report is resumed from its checkpoint.
+Each task runs as its own ``kernelskill optimize`` process, in its own session (a crash or hang in
+one task never stops the suite), under a per-task wall-time limit: on timeout the task's process
+tree is killed and the task is recorded as ``timeout``. The eval directory (layout in
+:mod:`kernelskill.evals.suite`) makes the run resumable: a task whose ``report.json`` exists (or
+that timed out) is never re-run; a task with a run directory but no report resumes from its
+checkpoint. Ctrl-C stops the running tasks, writes a partial summary and prints the command that
+resumes the run.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import queue
+import shlex
+import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from kernelskill.graph.context import Context
 
-TASKS_DIR = Path(__file__).parent / "tasks"
+from .metrics import task_row
+from .report import rebuild, summary_markdown
+from .suite import (
+    REPORT,
+    TASK_RECORD,
+    TaskSpec,
+    check_task_file,
+    is_finished,
+    log_tail,
+    meta_tasks,
+    read_json,
+    read_meta,
+    select_tasks,
+    task_files,
+    thread_id_for,
+    write_json,
+)
+
+__all__ = [
+    "Launch",
+    "SubprocessLauncher",
+    "TaskExit",
+    "TaskJob",
+    "run_eval",
+    "task_files",
+    "thread_id_for",
+]
 
 
-def task_files(level: int, tasks_dir: Path | None, limit: int) -> list[Path]:
-    """The task files to run, sorted, at most ``limit`` (0 = all)."""
-    folder = tasks_dir or TASKS_DIR / f"level{level}"
-    files = sorted(p for p in Path(folder).glob("*.py") if not p.name.startswith("_"))
-    return files[:limit] if limit else files
+@dataclass
+class TaskJob:
+    """One launch of one task: the command, its environment and its wall-time limit."""
+
+    spec: TaskSpec
+    run_dir: Path
+    cmd: list[str]
+    env: dict[str, str]
+    timeout_s: float
+
+    @property
+    def log_path(self) -> Path:
+        """Where the task process's output goes (appended across attempts)."""
+        return self.run_dir / "eval.log"
 
 
-def thread_id_for(level: int, path: Path) -> str:
-    """Stable thread id of a task inside an eval run."""
-    return f"L{level}-{path.stem}"
+@dataclass
+class TaskExit:
+    """How a launch ended."""
+
+    returncode: int | None
+    timed_out: bool = False
+    wall_s: float = 0.0
+    error: str = ""  # the launch itself failed (e.g. the command could not be started)
 
 
-def task_outcome(run_dir: Path, task: Path) -> dict[str, Any]:
-    """One row of the summary, from a task's report (or its absence)."""
-    report_path = run_dir / "report.json"
-    row: dict[str, Any] = {"task": task.stem, "path": str(task)}
-    if not report_path.exists():
-        return {**row, "status": "error", "correct": False, "reason": _last_lines(run_dir / "eval.log")}
-    report = json.loads(report_path.read_text())
-    review = report.get("best_review") or {}
-    return {
-        **row,
-        "status": "correct" if review.get("correct") else "failed",
-        "correct": bool(review.get("correct")),
-        "timing_kind": review.get("timing_kind"),
-        "runtime_ms": review.get("runtime_ms"),
-        "eager_ms": review.get("eager_ms"),
-        "speedup_vs_eager": review.get("speedup_vs_eager"),
-        "rounds": len(report.get("trajectory", [])),
-        "stop_reason": report.get("stop_reason"),
-        "tokens": report.get("tokens", {}).get("total", {}),
-    }
+Launch = Callable[[TaskJob], TaskExit]
+"""Runs one job to its end (tests inject a fake; the default is :class:`SubprocessLauncher`)."""
 
 
-def _last_lines(path: Path, n: int = 5) -> str:
-    try:
-        return " / ".join(path.read_text(errors="replace").strip().splitlines()[-n:])[-600:]
-    except OSError:
-        return "no log"
+class SubprocessLauncher:
+    """Runs each job as a subprocess in its own session; kills its whole process tree on timeout or request."""
 
+    def __init__(self) -> None:
+        self._running: dict[int, subprocess.Popen[bytes]] = {}
+        self._lock = threading.Lock()
 
-def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Success, correctness rate, fast_p and mean speedups (GPU timings only)."""
-    n = len(rows)
-    correct = [r for r in rows if r["correct"]]
-    timed = [r for r in correct if r.get("timing_kind") == "cuda_events" and r.get("speedup_vs_eager")]
-    speedups = [float(r["speedup_vs_eager"]) for r in timed]
-
-    def fast(p: float) -> float | None:
-        return sum(1 for s in speedups if s > p) / n if n and timed else None
-
-    return {
-        "tasks": n,
-        "correct": len(correct),
-        "correctness_rate": len(correct) / n if n else 0.0,
-        "gpu_timed": len(timed),
-        "fast_0": fast(0.0),
-        "fast_1": fast(1.0),
-        "fast_2": fast(2.0),
-        "speedup_vs_eager_arith_mean": sum(speedups) / len(speedups) if speedups else None,
-        "speedup_vs_eager_geo_mean": math.exp(sum(math.log(s) for s in speedups) / len(speedups)) if speedups else None,
-        "note": None
-        if timed
-        else "no GPU timings in this run: speedups are not reported (interpreter timings never count)",
-    }
-
-
-def run_eval(
-    level: int,
-    tasks_dir: Path | None,
-    limit: int,
-    gpus: str,
-    out: Path | None,
-    ctx: Context,
-    console: Any,
-    task_timeout_s: float = 3600.0,
-) -> dict[str, Any]:
-    """Run every task (resuming a previous eval directory), then write summary.json / summary.md."""
-    files = task_files(level, tasks_dir, limit)
-    out = out or Path("runs") / f"eval-L{level}-{time.strftime('%Y%m%d-%H%M%S')}"
-    runs = out / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
-    (out / "eval.json").write_text(
-        json.dumps({"level": level, "tasks": [str(f) for f in files], "context": ctx.to_dict()}, indent=2)
-    )
-    todo: queue.Queue[Path] = queue.Queue()
-    done_before = 0
-    for f in files:
-        if (runs / thread_id_for(level, f) / "report.json").exists():
-            done_before += 1
-        else:
-            todo.put(f)
-    console.print(f"eval dir {out}: {len(files)} tasks, {done_before} already finished, {todo.qsize()} to run")
-    workers = [g.strip() for g in gpus.split(",") if g.strip()] or [""]
-    lock = threading.Lock()
-    finished = [done_before]
-    t0 = time.time()
-
-    def work(gpu: str) -> None:
-        while True:
+    def __call__(self, job: TaskJob) -> TaskExit:
+        """Run ``job`` until it exits or exceeds ``job.timeout_s``."""
+        job.run_dir.mkdir(parents=True, exist_ok=True)
+        t0 = time.monotonic()
+        with open(job.log_path, "ab") as log:
+            log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(job.cmd)}\n".encode())
+            log.flush()
+            proc = subprocess.Popen(job.cmd, stdout=log, stderr=subprocess.STDOUT, env=job.env, start_new_session=True)
+            with self._lock:
+                self._running[proc.pid] = proc
+            timed_out = False
             try:
-                task = todo.get_nowait()
-            except queue.Empty:
-                return
-            tid = thread_id_for(level, task)
-            run_dir = runs / tid
-            cmd = [sys.executable, "-m", "kernelskill.cli"]
-            if (run_dir / "run.json").exists():
-                cmd += ["resume", tid, "--runs-dir", str(runs)]
-            else:
-                cmd += ["optimize", str(task), "--runs-dir", str(runs), "--thread-id", tid]
-                cmd += _context_flags(ctx)
-            env = dict(os.environ)
-            if gpu:
-                env["CUDA_VISIBLE_DEVICES"] = gpu
-            run_dir.mkdir(parents=True, exist_ok=True)
-            with open(run_dir / "eval.log", "a") as log:
-                try:
-                    subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, timeout=task_timeout_s)
-                except subprocess.TimeoutExpired:
-                    log.write(f"\ntask exceeded {task_timeout_s:g} s\n")
-            row = task_outcome(run_dir, task)
-            with lock:
-                finished[0] += 1
-                elapsed = time.time() - t0
-                ran = finished[0] - done_before
-                eta = elapsed / ran * (len(files) - finished[0]) if ran else 0
-                speed = f", {row['speedup_vs_eager']:.2f}x" if row.get("speedup_vs_eager") else ""
-                console.print(
-                    f"[{finished[0]}/{len(files)}] {task.stem}: {row['status']}{speed}  (ETA {eta / 60:.1f} min)"
-                )
+                proc.wait(timeout=job.timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                kill_task_tree(proc.pid)
+                proc.wait()
+                log.write(f"\n[eval] task exceeded {job.timeout_s:g} s: its process tree was killed\n".encode())
+            finally:
+                with self._lock:
+                    self._running.pop(proc.pid, None)
+            kill_task_tree(proc.pid)  # leftovers never outlive the task
+        return TaskExit(proc.returncode, timed_out, time.monotonic() - t0)
 
-    threads = [threading.Thread(target=work, args=(g,), daemon=True) for g in workers]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    rows = [task_outcome(runs / thread_id_for(level, f), f) for f in files]
-    summary = {"level": level, **summarize(rows), "rows": rows}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    (out / "summary.md").write_text(summary_markdown(summary))
-    console.print(summary_markdown(summary))
-    return summary
+    def kill_all(self) -> int:
+        """Kill every running task's process tree; how many were running."""
+        with self._lock:
+            procs = list(self._running.values())
+        for proc in procs:
+            kill_task_tree(proc.pid)
+        return len(procs)
 
 
-def _context_flags(ctx: Context) -> list[str]:
+def descendants(pid: int) -> list[int]:
+    """All descendant process ids of ``pid`` (from /proc; empty where /proc is unavailable)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return []
+    for entry in entries:
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    found, stack = [], [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def kill_task_tree(pid: int) -> None:
+    """Kill the process group led by ``pid`` and the groups of all its descendants.
+
+    The reviewer runs each evaluation in its own session, so killing the task's group alone would
+    leave an evaluation running (and holding the GPU) after its task is gone. The task's group is
+    stopped first so that it cannot start new processes while the tree is collected.
+    """
+    own = os.getpgrp()
+    try:
+        os.killpg(pid, signal.SIGSTOP)
+    except (ProcessLookupError, PermissionError):
+        pass
+    groups = {pid}
+    for child in descendants(pid):
+        try:
+            groups.add(os.getpgid(child))
+        except (ProcessLookupError, PermissionError):
+            pass
+    for group in groups - {own}:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def context_flags(ctx: Context) -> list[str]:
+    """``optimize`` flags that carry the eval's run configuration to each task."""
     flags = []
     if ctx.scripted:
         flags += ["--scripted", ctx.scripted]
@@ -179,31 +186,251 @@ def _context_flags(ctx: Context) -> list[str]:
     return flags
 
 
-def summary_markdown(summary: dict[str, Any]) -> str:
-    """Markdown table of an eval run."""
+def task_job(spec: TaskSpec, runs: Path, gpu: str, ctx: Context, timeout_s: float) -> TaskJob:
+    """The launch of one task: ``optimize`` the first time, ``resume`` when its run directory exists."""
+    run_dir = runs / spec.key
+    cmd = [sys.executable, "-m", "kernelskill.cli"]
+    if (run_dir / "run.json").exists():
+        cmd += ["resume", spec.key, "--runs-dir", str(runs)]
+    else:
+        cmd += ["optimize", str(spec.path), "--runs-dir", str(runs), "--thread-id", spec.key, *context_flags(ctx)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if gpu:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+    return TaskJob(spec, run_dir, cmd, env, timeout_s)
 
-    def fmt(v: Any) -> str:
-        return "-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
 
-    lines = [
-        f"# Eval, level {summary['level']}",
-        "",
-        f"- tasks {summary['tasks']}, correct {summary['correct']} ({summary['correctness_rate']:.0%})",
-        f"- fast_0 {fmt(summary['fast_0'])}, fast_1 {fmt(summary['fast_1'])}, fast_2 {fmt(summary['fast_2'])}",
-        f"- speedup vs eager: arithmetic mean {fmt(summary['speedup_vs_eager_arith_mean'])}, "
-        f"geometric mean {fmt(summary['speedup_vs_eager_geo_mean'])}",
-    ]
-    if summary.get("note"):
-        lines.append(f"- note: {summary['note']}")
-    lines += [
-        "",
-        "| task | status | runtime (ms) | timing | speedup vs eager | rounds | stop reason |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in summary["rows"]:
-        reason = (r.get("stop_reason") or r.get("reason") or "").replace("|", "/")[:80]
-        lines.append(
-            f"| {r['task']} | {r['status']} | {fmt(r.get('runtime_ms'))} | {r.get('timing_kind') or '-'} | "
-            f"{fmt(r.get('speedup_vs_eager'))} | {r.get('rounds', '-')} | {reason} |"
+def resume_command(
+    levels: Sequence[int], tasks_dir: Path | None, limit: int, gpus: str, ctx: Context, timeout_s: float, out: Path
+) -> str:
+    """The command that resumes this eval (the same command with ``--out``)."""
+    parts = ["kernelskill", "eval", "--level", ",".join(map(str, levels))]
+    if tasks_dir:
+        parts += ["--tasks", str(tasks_dir)]
+    if limit:
+        parts += ["--limit", str(limit)]
+    if gpus:
+        parts += ["--gpus", gpus]
+    parts += context_flags(ctx) + ["--task-timeout", f"{timeout_s:g}", "--out", str(out)]
+    return shlex.join(parts)
+
+
+def _say(console: Console, text: str) -> None:
+    """Print plain text: task names, reasons and labels such as ``[torch_main_work]`` are not markup."""
+    console.print(text, markup=False, soft_wrap=True)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+class _Progress:
+    """One line per finished task: outcome, task wall time, elapsed time and ETA."""
+
+    def __init__(self, console: Console, total: int, done: int, to_run: int) -> None:
+        self.console, self.total, self.done, self.to_run = console, total, done, to_run
+        self.ran = 0
+        self.t0 = time.monotonic()
+        self.lock = threading.Lock()
+
+    def task_done(self, spec: TaskSpec, status: str, wall_s: float, speedup: float | None) -> None:
+        with self.lock:
+            self.done += 1
+            self.ran += 1
+            elapsed = time.monotonic() - self.t0
+            eta = elapsed / self.ran * (self.to_run - self.ran)
+            speed = f" {speedup:.2f}x" if speedup else ""
+            _say(
+                self.console,
+                f"[{self.done}/{self.total}] {spec.key}: {status}{speed}  (task {_duration(wall_s)}; "
+                f"elapsed {_duration(elapsed)}, ETA {_duration(eta)})",
+            )
+
+
+def _record_exit(run_dir: Path, job: TaskJob, result: TaskExit, stopping: bool) -> dict[str, Any]:
+    """Update the task's eval_task.json after a launch; the record written."""
+    prev = read_json(run_dir / TASK_RECORD)
+    record: dict[str, Any] = {
+        "wall_s": float(prev.get("wall_s") or 0.0) + result.wall_s,
+        "attempts": int(prev.get("attempts") or 0) + 1,
+        "returncode": result.returncode,
+        "reason": None,
+    }
+    if (run_dir / REPORT).exists():
+        record["status"] = "finished"
+    elif result.timed_out:
+        record["status"] = "timeout"
+        record["reason"] = f"exceeded the per-task limit of {job.timeout_s:g} s; its process tree was killed"
+    elif stopping:
+        record["status"] = "interrupted"
+        record["reason"] = "interrupted; resumes from its checkpoint"
+    elif result.error:
+        record["status"] = "exited"
+        record["reason"] = f"could not run the task: {result.error}"
+    else:
+        record["status"] = "exited"
+        record["reason"] = f"exit code {result.returncode} without a report: {log_tail(job.log_path)}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json(run_dir / TASK_RECORD, record)
+    return record
+
+
+def _save_meta(
+    out: Path,
+    specs: list[TaskSpec],
+    levels: Sequence[int],
+    tasks_dir: Path | None,
+    limit: int,
+    gpus: str,
+    ctx: Context,
+    timeout_s: float,
+    price_in: float | None,
+    price_out: float | None,
+) -> None:
+    meta = read_meta(out)
+    prices = dict(meta.get("prices") or {"in": None, "out": None})
+    if price_in is not None:
+        prices["in"] = price_in
+    if price_out is not None:
+        prices["out"] = price_out
+    meta.update(
+        levels=list(levels),
+        tasks_dir=str(Path(tasks_dir).resolve()) if tasks_dir else None,
+        limit=limit,
+        gpus=gpus,
+        task_timeout_s=timeout_s,
+        prices=prices,
+        context=ctx.to_dict(),
+        tasks=meta_tasks(specs),
+    )
+    meta.setdefault("sessions", [])
+    write_json(out / "eval.json", meta)
+
+
+def _add_session(out: Path, started: float, interrupted: bool) -> None:
+    meta = read_meta(out)
+    meta.setdefault("sessions", []).append(
+        {
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+            "elapsed_s": time.time() - started,
+            "interrupted": interrupted,
+        }
+    )
+    write_json(out / "eval.json", meta)
+
+
+def run_eval(
+    levels: Sequence[int],
+    tasks_dir: Path | None,
+    limit: int,
+    gpus: str,
+    out: Path | None,
+    ctx: Context,
+    console: Console,
+    task_timeout_s: float = 3600.0,
+    price_in: float | None = None,
+    price_out: float | None = None,
+    launch: Launch | None = None,
+) -> dict[str, Any]:
+    """Run every unfinished task of the suite, then write summary.json, summary.md and the plots.
+
+    Args:
+        levels: task levels (of the bundled suite; with ``tasks_dir``, exactly one, used as a label).
+        tasks_dir: a folder of task files instead of the bundled suite (e.g. a KernelBench level).
+        limit: at most this many tasks per level (0 = all).
+        gpus: comma-separated GPU ids, one worker each (empty = one worker, default device).
+        out: the eval directory; an existing one is resumed.
+        ctx: the run configuration passed to every task.
+        console: where progress and the summary go (printed without markup).
+        task_timeout_s: wall-time limit of one task launch.
+        price_in: USD per 1M input tokens, for the cost estimate (saved in eval.json).
+        price_out: USD per 1M output tokens.
+        launch: runs one task job; default :class:`SubprocessLauncher`.
+
+    Returns:
+        The summary, with ``"interrupted": True`` when Ctrl-C stopped the run.
+
+    Raises:
+        ValueError: on an unusable task selection (see :func:`~kernelskill.evals.suite.select_tasks`).
+    """
+    from kernelskill.runs import runs_root
+
+    specs = select_tasks(list(levels), tasks_dir, limit)
+    out = Path(out) if out else runs_root() / f"eval-L{'-'.join(map(str, levels))}-{time.strftime('%Y%m%d-%H%M%S')}"
+    runs = out / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    _save_meta(out, specs, levels, tasks_dir, limit, gpus, ctx, task_timeout_s, price_in, price_out)
+    hint = resume_command(levels, tasks_dir, limit, gpus, ctx, task_timeout_s, out)
+    launcher = launch or SubprocessLauncher()
+    workers = [g.strip() for g in gpus.split(",") if g.strip()] or [""]
+    todo: queue.Queue[TaskSpec] = queue.Queue()
+    stop = threading.Event()
+    started = time.time()
+    interrupted = False
+    threads: list[threading.Thread] = []
+    try:
+        finished, unusable = 0, 0
+        for spec in specs:
+            run_dir = runs / spec.key
+            if is_finished(run_dir):
+                finished += 1
+                continue
+            reason = check_task_file(spec.path)
+            if reason:
+                run_dir.mkdir(parents=True, exist_ok=True)
+                write_json(run_dir / TASK_RECORD, {"status": "error", "reason": f"unusable task file: {reason}"})
+                unusable += 1
+                _say(console, f"{spec.key}: unusable task file, reported as an error: {reason}")
+                continue
+            todo.put(spec)
+        _say(
+            console,
+            f"eval dir {out}: {len(specs)} tasks, {finished} already finished, {unusable} unusable, "
+            f"{todo.qsize()} to run on {len(workers)} worker(s)\nresume with: {hint}",
         )
-    return "\n".join(lines) + "\n"
+        progress = _Progress(console, len(specs), finished + unusable, todo.qsize())
+
+        def work(gpu: str) -> None:
+            while not stop.is_set():
+                try:
+                    spec = todo.get_nowait()
+                except queue.Empty:
+                    return
+                job = task_job(spec, runs, gpu, ctx, task_timeout_s)
+                try:
+                    result = launcher(job)
+                except Exception as e:  # a launcher failure is this task's error, not the suite's
+                    result = TaskExit(None, error=f"{type(e).__name__}: {e}")
+                record = _record_exit(job.run_dir, job, result, stop.is_set())
+                if record["status"] == "interrupted":
+                    return
+                row = task_row(spec, job.run_dir)
+                progress.task_done(spec, row["status"], result.wall_s, row["speedup_vs_eager"])
+
+        threads = [threading.Thread(target=work, args=(g,), daemon=True, name=f"eval-{g}") for g in workers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(timeout=0.5)
+    except KeyboardInterrupt:
+        interrupted = True
+        stop.set()
+        _say(console, "\ninterrupted: stopping the running tasks...")
+        kill_all = getattr(launcher, "kill_all", None)
+        if callable(kill_all):
+            kill_all()
+        for t in threads:
+            t.join(timeout=30)
+    _add_session(out, started, interrupted)
+    summary = rebuild(out)
+    _say(console, summary_markdown(summary))
+    _say(console, f"summary: {out / 'summary.md'}")
+    if interrupted or summary["partial"]:
+        _say(console, f"run is resumable; resume with: {hint}")
+    summary["interrupted"] = interrupted
+    return summary

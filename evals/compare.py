@@ -1,0 +1,93 @@
+"""Compare two eval runs: per-task status and speedup changes, and the deltas of the aggregates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .report import fmt
+
+# Overall metrics compared, with how to read them out of a summary's "overall" block.
+AGGREGATES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("finished", ("finished",)),
+    ("success_rate", ("success_rate",)),
+    ("correctness_rate", ("correctness_rate",)),
+    ("correct_not_custom", ("correct_not_custom",)),
+    ("fast_0", ("fast_0",)),
+    ("fast_1", ("fast_1",)),
+    ("fast_2", ("fast_2",)),
+    ("speedup_vs_eager_arith", ("speedup_vs_eager", "arith_mean")),
+    ("speedup_vs_eager_geo", ("speedup_vs_eager", "geo_mean")),
+    ("speedup_vs_compile_geo", ("speedup_vs_compile", "geo_mean")),
+    ("sol_pct_median", ("sol_pct_median",)),
+    ("input_tokens", ("input_tokens",)),
+    ("output_tokens", ("output_tokens",)),
+    ("cost_usd", ("cost_usd",)),
+    ("wall_s_mean", ("wall_s_mean",)),
+)
+
+
+def _get(block: dict[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = block
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def compare_summaries(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Per-task differences (matched by task key) and aggregate deltas (B minus A)."""
+    rows_a = {r["key"]: r for r in a["rows"]}
+    rows_b = {r["key"]: r for r in b["rows"]}
+    tasks = []
+    for key in list(rows_a) + [k for k in rows_b if k not in rows_a]:
+        ra, rb = rows_a.get(key), rows_b.get(key)
+        sa = ra["speedup_vs_eager"] if ra else None
+        sb = rb["speedup_vs_eager"] if rb else None
+        tasks.append(
+            {
+                "key": key,
+                "status_a": ra["status"] if ra else None,
+                "status_b": rb["status"] if rb else None,
+                "speedup_a": sa,
+                "speedup_b": sb,
+                "ratio": sb / sa if sa and sb else None,
+                "status_changed": (ra or {}).get("status") != (rb or {}).get("status"),
+            }
+        )
+    deltas = {}
+    for name, path in AGGREGATES:
+        va, vb = _get(a["overall"], path), _get(b["overall"], path)
+        numeric = isinstance(va, int | float) and isinstance(vb, int | float)
+        deltas[name] = {"a": va, "b": vb, "delta": vb - va if numeric else None}
+    return {"a": a["eval_dir"], "b": b["eval_dir"], "tasks": tasks, "deltas": deltas}
+
+
+def compare_markdown(cmp: dict[str, Any]) -> str:
+    """The comparison as Markdown tables."""
+    lines = [
+        f"# Eval comparison: A = `{cmp['a']}`, B = `{cmp['b']}`",
+        "",
+        "| task | status A | status B | speedup A | speedup B | B / A |",
+        "|---|---|---|---|---|---|",
+    ]
+    for t in cmp["tasks"]:
+        status_b = t["status_b"] or "-"
+        if t["status_changed"]:
+            status_b = f"**{status_b}**"
+        lines.append(
+            f"| {t['key']} | {t['status_a'] or '-'} | {status_b} | {fmt(t['speedup_a'])} | "
+            f"{fmt(t['speedup_b'])} | {fmt(t['ratio'])} |"
+        )
+    changed = sum(1 for t in cmp["tasks"] if t["status_changed"])
+    lines += [
+        "",
+        f"{changed} task(s) changed status (bold). Speedups are GPU-timed speedups vs eager; '-' = none measured.",
+        "",
+        "| metric | A | B | B - A |",
+        "|---|---|---|---|",
+    ]
+    for name, d in cmp["deltas"].items():
+        delta = (
+            "-" if d["delta"] is None else (f"{d['delta']:+d}" if isinstance(d["delta"], int) else f"{d['delta']:+.3f}")
+        )
+        lines.append(f"| {name} | {fmt(d['a'])} | {fmt(d['b'])} | {delta} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,216 @@
+"""Eval metrics: one row per task from its run directory, and the aggregates over rows.
+
+Definitions (every rate is over the finished tasks of the group; a finished task is one that
+produced a report, timed out, or failed with an error):
+
+- **success**: the best candidate is correct *and* its main work runs in its own kernels
+  (``review["custom_kernel"]``, default True, and no ``torch_main_work`` / ``library_main_work``
+  label). A correct candidate whose main work is done by PyTorch or a library counts as
+  ``correct_not_custom``, never as a success.
+- **correctness rate**: any correct candidate (successes and ``correct_not_custom``).
+- **fast_p** (KernelBench): fraction of tasks that are a success with a GPU-timed speedup vs eager
+  greater than ``p``. Speedups come only from CUDA-event timings (``timing_kind == "cuda_events"``);
+  Triton-interpreter timings are never speedups. With no GPU timing at all, fast_p is None.
+- **mean speedups** vs eager and vs torch.compile: arithmetic and geometric means over the GPU-timed
+  successes (vs torch.compile: those where it was measured).
+- **speed-of-light**: median of ``review["metrics"]["sol_pct"]`` over the GPU-timed successes.
+- **speedup after round r**: per task, the speedup of the best candidate after round r (the last
+  GPU-timed trajectory entry marked ``improved`` at or before r, carried forward once the task has
+  stopped); averaged over the successful tasks that have a GPU-timed best by round r.
+- **tokens** and **cost**: summed over the tasks' reports; cost needs a price per 1M input and
+  output tokens, otherwise it is None ("unknown").
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from .suite import REPORT, TASK_RECORD, TaskSpec, log_tail, read_json
+
+GPU_TIMING = "cuda_events"
+NOT_CUSTOM_LABELS = frozenset({"torch_main_work", "library_main_work"})
+FAST_P = (0.0, 1.0, 2.0)
+STATUSES = ("success", "correct_not_custom", "failed", "error", "timeout", "pending")
+NO_GPU_NOTE = "no GPU timings in this run: speedup metrics are not reported (interpreter timings are never speedups)"
+
+
+def is_custom(review: dict[str, Any]) -> bool:
+    """True when the candidate's main work runs in its own kernels."""
+    labels = set(review.get("labels") or [])
+    return bool(review.get("custom_kernel", True)) and not labels & NOT_CUSTOM_LABELS
+
+
+def gpu_value(review: dict[str, Any], key: str) -> float | None:
+    """``review[key]`` when the review's timings are GPU timings and the value is a positive number."""
+    if review.get("timing_kind") != GPU_TIMING:
+        return None
+    value = review.get(key)
+    if isinstance(value, int | float) and math.isfinite(value) and value > 0:
+        return float(value)
+    return None
+
+
+def round_curve(trajectory: list[dict[str, Any]]) -> list[float | None]:
+    """Best-so-far GPU speedup vs eager after each round 0..last (None until a GPU-timed best exists)."""
+    if not trajectory:
+        return []
+    last = max(int(e.get("round", 0)) for e in trajectory)
+    best: float | None = None
+    curve: list[float | None] = []
+    for r in range(last + 1):
+        for e in trajectory:
+            if int(e.get("round", 0)) == r and e.get("improved"):
+                speedup = gpu_value(e, "speedup_vs_eager")
+                if speedup is not None:
+                    best = speedup
+        curve.append(best)
+    return curve
+
+
+def task_row(spec: TaskSpec, run_dir: Path) -> dict[str, Any]:
+    """One task's row of the summary, from its run directory (report.json and eval_task.json)."""
+    record = read_json(run_dir / TASK_RECORD)
+    row: dict[str, Any] = {
+        "key": spec.key,
+        "task": spec.name,
+        "level": spec.level,
+        "path": str(spec.path),
+        "status": "pending",
+        "correct": False,
+        "custom_kernel": None,
+        "labels": [],
+        "timing_kind": None,
+        "runtime_ms": None,
+        "eager_ms": None,
+        "speedup_vs_eager": None,
+        "speedup_vs_compile": None,
+        "sol_pct": None,
+        "rounds": 0,
+        "curve": [],
+        "stop_reason": None,
+        "reason": None,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "wall_s": record.get("wall_s"),
+        "attempts": record.get("attempts", 0),
+    }
+    report = read_json(run_dir / REPORT)
+    if report:
+        review = report.get("best_review") or {}
+        correct = bool(review.get("correct"))
+        status = "failed" if not correct else ("success" if is_custom(review) else "correct_not_custom")
+        total = (report.get("tokens") or {}).get("total") or {}
+        trajectory = report.get("trajectory") or []
+        metrics = review.get("metrics") or {}
+        row.update(
+            status=status,
+            correct=correct,
+            custom_kernel=is_custom(review) if correct else None,
+            labels=list(review.get("labels") or []),
+            timing_kind=review.get("timing_kind"),
+            runtime_ms=review.get("runtime_ms"),
+            eager_ms=review.get("eager_ms"),
+            speedup_vs_eager=gpu_value(review, "speedup_vs_eager"),
+            speedup_vs_compile=gpu_value(review, "speedup_vs_compile"),
+            sol_pct=metrics.get("sol_pct") if review.get("timing_kind") == GPU_TIMING else None,
+            rounds=len(trajectory),
+            curve=round_curve(trajectory),
+            stop_reason=report.get("stop_reason"),
+            input_tokens=int(total.get("input_tokens", 0)),
+            output_tokens=int(total.get("output_tokens", 0)),
+        )
+    elif record.get("status") in ("timeout", "error", "exited"):
+        row["status"] = "timeout" if record["status"] == "timeout" else "error"
+        row["reason"] = record.get("reason") or log_tail(run_dir / "eval.log")
+    return row
+
+
+def means(values: Iterable[float]) -> dict[str, Any]:
+    """Arithmetic and geometric mean of positive values (None when there are none), and their count."""
+    v = [x for x in values if x > 0]
+    if not v:
+        return {"n": 0, "arith_mean": None, "geo_mean": None}
+    return {"n": len(v), "arith_mean": sum(v) / len(v), "geo_mean": math.exp(sum(math.log(x) for x in v) / len(v))}
+
+
+def cost_usd(input_tokens: int, output_tokens: int, prices: dict[str, float | None]) -> float | None:
+    """Estimated cost from prices per 1M tokens; None (unknown) when no price is given."""
+    p_in, p_out = prices.get("in"), prices.get("out")
+    if p_in is None and p_out is None:
+        return None
+    return input_tokens / 1e6 * (p_in or 0.0) + output_tokens / 1e6 * (p_out or 0.0)
+
+
+def per_round(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mean best-so-far speedup after each round, over the successful tasks with a GPU-timed best by then."""
+    curves = [r["curve"] for r in rows if r["status"] == "success" and r["curve"]]
+    if not curves:
+        return []
+    out = []
+    for rnd in range(max(len(c) for c in curves)):
+        values = [v for c in curves if (v := c[min(rnd, len(c) - 1)]) is not None]
+        out.append({"round": rnd, "tasks": len(values), **{k: v for k, v in means(values).items() if k != "n"}})
+    return out if any(p["tasks"] for p in out) else []
+
+
+def summarize(rows: list[dict[str, Any]], prices: dict[str, float | None] | None = None) -> dict[str, Any]:
+    """Aggregate metrics over ``rows`` (the module docstring defines each)."""
+    prices = prices or {}
+    done = [r for r in rows if r["status"] != "pending"]
+    n = len(done)
+    count = {s: sum(1 for r in done if r["status"] == s) for s in STATUSES}
+    successes = [r for r in done if r["status"] == "success"]
+    timed = [r for r in successes if r["speedup_vs_eager"] is not None]
+    interpreter_only = sum(1 for r in done if r["correct"] and r["timing_kind"] == "interpreter")
+    tokens_in = sum(r["input_tokens"] for r in done)
+    tokens_out = sum(r["output_tokens"] for r in done)
+    walls = [float(r["wall_s"]) for r in done if r.get("wall_s") is not None]
+    sol = [float(r["sol_pct"]) for r in timed if r.get("sol_pct") is not None]
+
+    def rate(k: int) -> float | None:
+        return k / n if n else None
+
+    def fast(p: float) -> float | None:
+        return rate(sum(1 for r in timed if r["speedup_vs_eager"] > p)) if timed else None
+
+    notes = []
+    if not timed:
+        notes.append(NO_GPU_NOTE)
+    if interpreter_only:
+        notes.append(f"{interpreter_only} correct task(s) have interpreter timings only: counted, never as speedups")
+    if count["correct_not_custom"]:
+        notes.append(
+            f"{count['correct_not_custom']} correct task(s) do their main work in PyTorch or a library: "
+            "not successes, not in the speedups"
+        )
+    if count["timeout"] or count["error"]:
+        notes.append("tokens and cost count only tasks that wrote a report (timeouts and errors are not included)")
+    if cost_usd(tokens_in, tokens_out, prices) is None:
+        notes.append("cost unknown: no price given (--price-in / --price-out, USD per 1M tokens)")
+    return {
+        "tasks": len(rows),
+        "finished": n,
+        **{s: count[s] for s in STATUSES if s != "pending"},
+        "pending": len(rows) - n,
+        "success_rate": rate(count["success"]),
+        "correct": count["success"] + count["correct_not_custom"],
+        "correctness_rate": rate(count["success"] + count["correct_not_custom"]),
+        "gpu_timed": len(timed),
+        **{f"fast_{p:g}": fast(p) for p in FAST_P},
+        "speedup_vs_eager": means(r["speedup_vs_eager"] for r in timed),
+        "speedup_vs_compile": means(r["speedup_vs_compile"] for r in timed if r["speedup_vs_compile"] is not None),
+        "sol_pct_median": statistics.median(sol) if sol else None,
+        "sol_pct_n": len(sol),
+        "per_round": per_round(done),
+        "input_tokens": tokens_in,
+        "output_tokens": tokens_out,
+        "cost_usd": cost_usd(tokens_in, tokens_out, prices),
+        "wall_s_total": sum(walls),
+        "wall_s_mean": sum(walls) / len(walls) if walls else None,
+        "wall_s_median": statistics.median(walls) if walls else None,
+        "notes": notes,
+    }

@@ -1,0 +1,190 @@
+"""The eval summary: summary.json, summary.md and the plots, rebuilt from an eval directory alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .metrics import summarize, task_row
+from .suite import read_meta, specs_from_meta, write_json
+
+METRIC_DEFINITIONS = (
+    "success = correct and the main work runs in the candidate's own kernels; "
+    "correct (any) also counts candidates whose main work is done by PyTorch or a library; "
+    "fast_p = fraction of finished tasks that are a success with a GPU-timed speedup vs eager > p; "
+    "speedups use CUDA-event timings only, over GPU-timed successes; "
+    "speed-of-light = achieved share of the hardware roofline (median)."
+)
+
+
+class EvalDirError(ValueError):
+    """A folder that is not an eval directory."""
+
+
+def resolve_prices(meta: dict[str, Any], price_in: float | None, price_out: float | None) -> dict[str, float | None]:
+    """Prices per 1M tokens: explicit values first, else those saved in eval.json, else None."""
+    saved = meta.get("prices") or {}
+    return {
+        "in": price_in if price_in is not None else saved.get("in"),
+        "out": price_out if price_out is not None else saved.get("out"),
+    }
+
+
+def build_summary(out: Path, price_in: float | None = None, price_out: float | None = None) -> dict[str, Any]:
+    """Summarize an eval directory (nothing is written).
+
+    Raises:
+        EvalDirError: when ``out`` has no eval.json.
+    """
+    out = Path(out)
+    meta = read_meta(out)
+    if not meta:
+        raise EvalDirError(f"{out}: not an eval directory (no readable eval.json)")
+    specs = specs_from_meta(meta)
+    rows = [task_row(s, out / "runs" / s.key) for s in specs]
+    prices = resolve_prices(meta, price_in, price_out)
+    levels = sorted({s.level for s in specs}) or list(meta.get("levels") or [])
+    overall = summarize(rows, prices)
+    return {
+        "eval_dir": str(out),
+        "levels": levels,
+        "tasks_dir": meta.get("tasks_dir"),
+        "mode": _mode(meta.get("context") or {}),
+        "max_rounds": (meta.get("context") or {}).get("max_rounds"),
+        "device": (meta.get("context") or {}).get("device"),
+        "task_timeout_s": meta.get("task_timeout_s"),
+        "prices": prices,
+        "elapsed_s": sum(float(s.get("elapsed_s") or 0) for s in meta.get("sessions", [])),
+        "partial": overall["pending"] > 0,
+        "tasks": overall["tasks"],
+        "overall": overall,
+        "per_level": {str(lv): summarize([r for r in rows if r["level"] == lv], prices) for lv in levels},
+        "rows": rows,
+    }
+
+
+def _mode(ctx: dict[str, Any]) -> str:
+    if ctx.get("scripted"):
+        return f"SCRIPTED model ({ctx['scripted']})"
+    return f"model {ctx.get('model') or '(per-role models)'}" + (
+        f" at {ctx['base_url']}" if ctx.get("base_url") else ""
+    )
+
+
+def write_summary(summary: dict[str, Any]) -> list[Path]:
+    """Write summary.json, summary.md and plots/*.png into the eval directory; the paths written."""
+    from .plots import write_plots
+
+    out = Path(summary["eval_dir"])
+    plots = write_plots(summary, out / "plots")
+    summary["plots"] = [str(p.relative_to(out)) for p in plots]
+    write_json(out / "summary.json", summary)
+    (out / "summary.md").write_text(summary_markdown(summary))
+    return [out / "summary.json", out / "summary.md", *plots]
+
+
+def rebuild(out: Path, price_in: float | None = None, price_out: float | None = None) -> dict[str, Any]:
+    """Rebuild and write the summary and plots of an eval directory from its run directories."""
+    summary = build_summary(out, price_in, price_out)
+    write_summary(summary)
+    return summary
+
+
+def fmt(v: Any, digits: int = 3) -> str:
+    """A table cell: ``-`` for None, rounded floats, plain text otherwise."""
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _count_rate(count: int, rate: float | None) -> str:
+    return f"{count}" + (f" ({rate:.0%})" if rate is not None else "")
+
+
+def _speedup(m: dict[str, Any], key: str) -> str:
+    s = m[key]
+    return "-" if not s["n"] else f"{s['arith_mean']:.3f} / {s['geo_mean']:.3f} (n={s['n']})"
+
+
+def _metric_lines(m: dict[str, Any]) -> list[tuple[str, str]]:
+    cost = "unknown" if m["cost_usd"] is None else f"${m['cost_usd']:.{2 if m['cost_usd'] >= 1 else 4}f}"
+    sol = "-" if m["sol_pct_median"] is None else f"{m['sol_pct_median']:.1f} (n={m['sol_pct_n']})"
+    return [
+        ("tasks finished", f"{m['finished']} of {m['tasks']}"),
+        ("success (correct custom kernel)", _count_rate(m["success"], m["success_rate"])),
+        ("correct (any)", _count_rate(m["correct"], m["correctness_rate"])),
+        ("correct, main work not custom", str(m["correct_not_custom"])),
+        ("failed / errors / timeouts", f"{m['failed']} / {m['error']} / {m['timeout']}"),
+        ("GPU-timed successes", str(m["gpu_timed"])),
+        ("fast_0 / fast_1 / fast_2", " / ".join(fmt(m[f"fast_{p}"]) for p in (0, 1, 2))),
+        ("speedup vs eager, arith / geo mean", _speedup(m, "speedup_vs_eager")),
+        ("speedup vs torch.compile, arith / geo mean", _speedup(m, "speedup_vs_compile")),
+        ("median % of speed-of-light", sol),
+        ("tokens in / out", f"{m['input_tokens']} / {m['output_tokens']}"),
+        ("estimated cost", cost),
+        ("wall per task, mean / median (s)", f"{fmt(m['wall_s_mean'], 1)} / {fmt(m['wall_s_median'], 1)}"),
+        ("wall, all tasks (s)", f"{m['wall_s_total']:.1f}"),
+    ]
+
+
+def summary_markdown(summary: dict[str, Any]) -> str:
+    """The Markdown report: metrics per level and overall, speedup per round, plots, per-task table."""
+    levels = summary["levels"]
+    overall = summary["overall"]
+    title = ", ".join(f"level {lv}" for lv in levels) or "no tasks"
+    lines = [
+        f"# Eval: {title}",
+        "",
+        f"- eval dir: `{summary['eval_dir']}`"
+        + (f"; tasks from `{summary['tasks_dir']}`" if summary["tasks_dir"] else ""),
+        f"- mode: {summary['mode']}; rounds {fmt(summary['max_rounds'])}; device {fmt(summary['device'])}; "
+        f"per-task limit {fmt(summary['task_timeout_s'], 0)} s; eval wall time {summary['elapsed_s'] / 60:.1f} min "
+        "(all sessions)",
+    ]
+    if summary["partial"]:
+        lines.append(
+            f"- **PARTIAL**: {overall['finished']} of {overall['tasks']} tasks finished; rates are over the "
+            "finished tasks. Resume with the same command and `--out` this directory."
+        )
+    lines += ["", "## Metrics", ""]
+    columns = [("all", overall)] + (
+        [(f"level {lv}", summary["per_level"][str(lv)]) for lv in levels] if len(levels) > 1 else []
+    )
+    table = [_metric_lines(m) for _, m in columns]
+    lines.append("| metric | " + " | ".join(name for name, _ in columns) + " |")
+    lines.append("|---" * (len(columns) + 1) + "|")
+    for i, (label, _) in enumerate(table[0]):
+        lines.append(f"| {label} | " + " | ".join(t[i][1] for t in table) + " |")
+    lines += ["", f"Definitions: {METRIC_DEFINITIONS}", ""]
+    for note in overall["notes"]:
+        lines.append(f"- note: {note}")
+    lines += ["", "## Speedup vs eager after each round", ""]
+    if overall["per_round"]:
+        lines += ["| round | tasks with a GPU-timed best | arith mean | geo mean |", "|---|---|---|---|"]
+        for p in overall["per_round"]:
+            lines.append(f"| {p['round']} | {p['tasks']} | {fmt(p['arith_mean'])} | {fmt(p['geo_mean'])} |")
+    else:
+        lines.append("No GPU-timed successful task: no per-round speedups.")
+    if summary.get("plots"):
+        lines += ["", "## Plots", ""]
+        lines += [f"![{Path(p).stem}]({p})" for p in summary["plots"]]
+    lines += [
+        "",
+        "## Tasks",
+        "",
+        "| task | level | status | timing | runtime (ms) | vs eager | vs compile | SoL % | rounds | "
+        "tokens in / out | wall (s) | stop reason / error |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in summary["rows"]:
+        why = (r.get("reason") or r.get("stop_reason") or "").replace("|", "/").replace("\n", " ")[:100]
+        if r["labels"]:
+            why = f"[{', '.join(r['labels'])}] {why}"
+        lines.append(
+            f"| {r['task']} | {r['level']} | {r['status']} | {r['timing_kind'] or '-'} | {fmt(r['runtime_ms'], 4)} | "
+            f"{fmt(r['speedup_vs_eager'])} | {fmt(r['speedup_vs_compile'])} | {fmt(r['sol_pct'], 1)} | {r['rounds']} | "
+            f"{r['input_tokens']} / {r['output_tokens']} | {fmt(r['wall_s'], 1)} | {why} |"
+        )
+    return "\n".join(lines) + "\n"
