@@ -1,4 +1,4 @@
-"""``kernelskill eval``: run the optimizer over a task suite."""
+"""``kernelskill eval``: run the optimizer over a task suite; ``eval report`` / ``eval compare`` read runs."""
 
 from __future__ import annotations
 
@@ -9,30 +9,109 @@ import typer
 
 from kernelskill.cli_common import check_mode, console
 
+eval_app = typer.Typer(
+    help="Run the optimizer over a task suite (resumable) and summarize; `report` and `compare` read eval runs.",
+    invoke_without_command=True,
+)
+
+PriceIn = Annotated[
+    float | None, typer.Option(help="USD per 1M input tokens, for the cost estimate (default: unknown).")
+]
+PriceOut = Annotated[float | None, typer.Option(help="USD per 1M output tokens, for the cost estimate.")]
+
 
 def register(app: typer.Typer) -> None:
-    """Add the eval command to the main app."""
-    app.command("eval")(eval_cmd)
+    """Add the eval command group to the main app."""
+    app.add_typer(eval_app, name="eval")
 
 
+@eval_app.callback()
 def eval_cmd(
-    level: Annotated[int, typer.Option(help="Task level (1, 2 or 3) of the bundled suite.")] = 1,
+    typer_ctx: typer.Context,
+    level: Annotated[str, typer.Option(help="Task level of the bundled suite: 1, 2 or 3, or several as 1,2,3.")] = "1",
     tasks: Annotated[
-        Path | None, typer.Option(help="A folder of task files instead (e.g. a KernelBench level).")
+        Path | None, typer.Option(help="A folder of task files instead (e.g. a KernelBench level folder).")
     ] = None,
-    limit: Annotated[int, typer.Option(help="At most this many tasks (0 = all).")] = 0,
+    limit: Annotated[int, typer.Option(help="At most this many tasks per level (0 = all).")] = 0,
     gpus: Annotated[str, typer.Option(help="Comma-separated GPU ids, one worker each (empty = one worker).")] = "",
     out: Annotated[Path | None, typer.Option(help="Eval run directory (reuse one to resume).")] = None,
     scripted: Annotated[str | None, typer.Option(help="Scripted-model file.")] = None,
     model: Annotated[str | None, typer.Option(help="Chat model for every role.")] = None,
     rounds: Annotated[int | None, typer.Option(help="Optimization rounds per task.")] = None,
     device: Annotated[str | None, typer.Option(help="auto | cuda | cpu")] = None,
+    task_timeout: Annotated[
+        float,
+        typer.Option(min=1, help="Wall-time limit per task (s); on expiry the task is killed and recorded as timeout."),
+    ] = 3600.0,
+    price_in: PriceIn = None,
+    price_out: PriceOut = None,
 ) -> None:
-    """Run the optimizer over a task suite and summarize (resumable)."""
+    """Run the optimizer over a task suite and summarize (resumable: `--out DIR` again skips finished tasks)."""
+    if typer_ctx.invoked_subcommand is not None:
+        return
     from kernelskill.evals.runner import run_eval
+    from kernelskill.evals.suite import parse_levels
     from kernelskill.graph.context import load_context
 
+    try:
+        levels = parse_levels(level)
+    except ValueError as e:
+        console.print(f"[red]--level: {e}[/]")
+        raise typer.Exit(2) from None
     ctx = load_context(None, scripted=scripted, model=model, max_rounds=rounds, device=device)
     check_mode(ctx)
-    summary = run_eval(level=level, tasks_dir=tasks, limit=limit, gpus=gpus, out=out, ctx=ctx, console=console)
+    try:
+        summary = run_eval(
+            levels=levels,
+            tasks_dir=tasks,
+            limit=limit,
+            gpus=gpus,
+            out=out,
+            ctx=ctx,
+            console=console,
+            task_timeout_s=task_timeout,
+            price_in=price_in,
+            price_out=price_out,
+        )
+    except ValueError as e:
+        console.print(f"[red]{e}[/]")
+        raise typer.Exit(2) from None
+    if summary["interrupted"]:
+        raise typer.Exit(130)
     raise typer.Exit(0 if summary["tasks"] else 1)
+
+
+@eval_app.command("report")
+def report_cmd(
+    run_dir: Annotated[Path, typer.Argument(help="An eval directory (holds eval.json and runs/).")],
+    price_in: PriceIn = None,
+    price_out: PriceOut = None,
+) -> None:
+    """Rebuild summary.json, summary.md and the plots of an eval directory from its runs."""
+    from kernelskill.evals.report import EvalDirError, rebuild, summary_markdown
+
+    try:
+        summary = rebuild(run_dir, price_in, price_out)
+    except EvalDirError as e:
+        console.print(f"[red]{e}[/]")
+        raise typer.Exit(2) from None
+    console.print(summary_markdown(summary), markup=False)
+    written = [run_dir / "summary.json", run_dir / "summary.md", *(run_dir / p for p in summary["plots"])]
+    console.print("written: " + ", ".join(map(str, written)), markup=False)
+
+
+@eval_app.command("compare")
+def compare_cmd(
+    run_a: Annotated[Path, typer.Argument(help="Eval directory A (the baseline).")],
+    run_b: Annotated[Path, typer.Argument(help="Eval directory B.")],
+) -> None:
+    """Per-task differences (status, speedup A vs B, ratio) and aggregate deltas of two eval runs."""
+    from kernelskill.evals.compare import compare_markdown, compare_summaries
+    from kernelskill.evals.report import EvalDirError, build_summary
+
+    try:
+        a, b = build_summary(run_a), build_summary(run_b)
+    except EvalDirError as e:
+        console.print(f"[red]{e}[/]")
+        raise typer.Exit(2) from None
+    console.print(compare_markdown(compare_summaries(a, b)), markup=False)
