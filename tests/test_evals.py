@@ -1,0 +1,462 @@
+"""The eval loop: metric arithmetic, resume, bad task files, timeouts, Ctrl-C, reports, plots, compare, CLI."""
+
+import _thread
+import io
+import json
+import math
+import os
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from kernelskill.cli import app
+from kernelskill.evals.compare import compare_markdown, compare_summaries
+from kernelskill.evals.metrics import NO_GPU_NOTE, round_curve, summarize, task_row
+from kernelskill.evals.report import build_summary, rebuild
+from kernelskill.evals.runner import SubprocessLauncher, TaskExit, TaskJob, run_eval
+from kernelskill.evals.suite import TaskSpec, meta_tasks, parse_levels, select_tasks
+from kernelskill.graph.context import Context
+
+from conftest import FIXTURES
+from scripts_util import fenced, write_script
+
+cli = CliRunner()
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+# ---------------------------------------------------------------- fake runs
+
+
+def review(correct=True, kind="cuda_events", speedup=2.0, compile_=None, sol=None, custom=True, labels=()):
+    metrics = {"sol_pct": sol} if sol is not None else {}
+    return {
+        "status": "correct" if correct else "wrong_output",
+        "correct": correct,
+        "timing_kind": kind if correct else None,
+        "runtime_ms": 1.0 if correct else None,
+        "eager_ms": speedup if correct else None,
+        "speedup_vs_eager": speedup if correct else None,
+        "speedup_vs_compile": compile_,
+        "metrics": metrics,
+        "custom_kernel": custom,
+        "labels": list(labels),
+    }
+
+
+def entry(rnd, speedup=None, kind="cuda_events", improved=True, outcome="correct"):
+    return {
+        "round": rnd,
+        "candidate_id": f"c{rnd}",
+        "skill_id": None if rnd == 0 else "skill",
+        "plan_reason": "",
+        "outcome": outcome,
+        "repairs": 0,
+        "runtime_ms": 1.0,
+        "timing_kind": kind,
+        "speedup_vs_eager": speedup,
+        "error_digest": "",
+        "improved": improved,
+    }
+
+
+def report(best_review=None, trajectory=(), tokens=(100, 10)):
+    return {
+        "thread_id": "x",
+        "stop_reason": "round budget spent",
+        "best_review": best_review,
+        "trajectory": list(trajectory),
+        "tokens": {"total": {"calls": 1, "input_tokens": tokens[0], "output_tokens": tokens[1]}},
+    }
+
+
+def make_task(folder: Path, name: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.py"
+    shutil.copy(FIXTURES / "tasks" / "scale_relu.py", path)
+    return path
+
+
+def fake_eval(out: Path, tasks: dict, level: int = 2, context=None, prices=None) -> Path:
+    """An eval directory whose tasks have the given report dicts (None = not run yet, a str = a record status)."""
+    specs = [TaskSpec(level, out / "tasks" / f"{name}.py") for name in tasks]
+    for spec, result in zip(specs, tasks.values(), strict=True):
+        run_dir = out / "runs" / spec.key
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if isinstance(result, dict):
+            (run_dir / "report.json").write_text(json.dumps(result))
+            (run_dir / "eval_task.json").write_text(json.dumps({"status": "finished", "wall_s": 10.0}))
+        elif isinstance(result, str):
+            (run_dir / "eval_task.json").write_text(json.dumps({"status": result, "wall_s": 5.0, "reason": "why"}))
+    meta = {"levels": [level], "tasks": meta_tasks(specs), "context": context or {"device": "cuda", "max_rounds": 3}}
+    if prices:
+        meta["prices"] = prices
+    (out / "eval.json").write_text(json.dumps(meta))
+    return out
+
+
+def quiet() -> Console:
+    return Console(file=io.StringIO(), width=200)
+
+
+def output(console: Console) -> str:
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+class FakeLauncher:
+    """Records jobs; writes a report for each (or runs a custom action)."""
+
+    def __init__(self, make_report=None):
+        self.jobs: list[TaskJob] = []
+        self.make_report = make_report or (lambda job: report(review(kind="interpreter", speedup=None)))
+
+    def __call__(self, job: TaskJob) -> TaskExit:
+        self.jobs.append(job)
+        job.run_dir.mkdir(parents=True, exist_ok=True)
+        rep = self.make_report(job)
+        if rep is not None:
+            (job.run_dir / "report.json").write_text(json.dumps(rep))
+        return TaskExit(0, wall_s=0.01)
+
+
+# ---------------------------------------------------------------- metrics
+
+
+def test_metric_arithmetic(tmp_path):
+    out = fake_eval(
+        tmp_path,
+        {
+            "a": report(review(speedup=2.5, compile_=1.2, sol=60.0)),
+            "b": report(review(speedup=0.8, sol=20.0)),
+            "c": report(review(speedup=3.0, custom=False)),  # correct, not a custom kernel
+            "d": report(review(speedup=5.0, labels=["torch_main_work"])),  # likewise
+            "e": report(review(kind="interpreter", speedup=9.0)),  # interpreter: never a speedup
+            "f": report(None),
+            "g": "timeout",
+        },
+        prices={"in": 2.0, "out": 8.0},
+    )
+    s = build_summary(out)
+    m = s["overall"]
+    assert [r["status"] for r in s["rows"]] == [
+        "success",
+        "success",
+        "correct_not_custom",
+        "correct_not_custom",
+        "success",
+        "failed",
+        "timeout",
+    ]
+    assert (m["tasks"], m["finished"], m["success"], m["correct"], m["correct_not_custom"]) == (7, 7, 3, 5, 2)
+    assert m["success_rate"] == pytest.approx(3 / 7) and m["correctness_rate"] == pytest.approx(5 / 7)
+    assert (m["failed"], m["timeout"], m["gpu_timed"]) == (1, 1, 2)
+    assert m["fast_0"] == pytest.approx(2 / 7)
+    assert m["fast_1"] == pytest.approx(1 / 7)
+    assert m["fast_2"] == pytest.approx(1 / 7)
+    assert m["speedup_vs_eager"]["arith_mean"] == pytest.approx(1.65)
+    assert m["speedup_vs_eager"]["geo_mean"] == pytest.approx(math.sqrt(2.5 * 0.8))
+    assert m["speedup_vs_compile"] == {"n": 1, "arith_mean": pytest.approx(1.2), "geo_mean": pytest.approx(1.2)}
+    assert m["sol_pct_median"] == pytest.approx(40.0) and m["sol_pct_n"] == 2
+    assert (m["input_tokens"], m["output_tokens"]) == (600, 60)
+    assert m["cost_usd"] == pytest.approx(600 / 1e6 * 2.0 + 60 / 1e6 * 8.0)
+    assert m["wall_s_total"] == pytest.approx(65.0)
+    assert s["rows"][4]["speedup_vs_eager"] is None  # interpreter timing dropped at the row
+    assert any("PyTorch or a library" in n for n in m["notes"])
+    assert s["per_level"]["2"]["fast_1"] == m["fast_1"]
+
+
+def test_interpreter_timings_are_never_speedups(tmp_path):
+    out = fake_eval(tmp_path, {"a": report(review(kind="interpreter", speedup=4.0)), "b": report(None)})
+    m = build_summary(out)["overall"]
+    assert m["correct"] == 1 and m["success"] == 1
+    assert m["fast_0"] is m["fast_1"] is m["fast_2"] is None
+    assert m["speedup_vs_eager"] == {"n": 0, "arith_mean": None, "geo_mean": None}
+    assert m["sol_pct_median"] is None and m["per_round"] == []
+    assert NO_GPU_NOTE in m["notes"]
+    assert m["cost_usd"] is None and any("cost unknown" in n for n in m["notes"])
+
+
+def test_round_curve_and_per_round_means():
+    traj = [entry(0, 1.0), entry(1, 0.9, improved=False), entry(2, 2.0), entry(3, None, outcome="abandoned")]
+    assert round_curve(traj) == [1.0, 1.0, 2.0, 2.0]
+    assert round_curve([entry(0, 3.0, kind="interpreter"), entry(1, 1.5)]) == [None, 1.5]
+    rows = [
+        {"status": "success", "curve": [1.0, 1.0, 2.0, 2.0]},
+        {"status": "success", "curve": [None, 4.0]},  # stopped after round 1: carried forward
+        {"status": "correct_not_custom", "curve": [8.0, 8.0, 8.0, 8.0]},  # never in the speedups
+    ]
+    rows = [_blank_row() | r for r in rows]
+    curve = summarize(rows)["per_round"]
+    assert [p["tasks"] for p in curve] == [1, 2, 2, 2]
+    assert curve[0]["arith_mean"] == pytest.approx(1.0)
+    assert curve[1]["arith_mean"] == pytest.approx(2.5) and curve[1]["geo_mean"] == pytest.approx(2.0)
+    assert curve[3]["geo_mean"] == pytest.approx(math.sqrt(8.0))
+
+
+def _blank_row():
+    return task_row(TaskSpec(1, Path("x.py")), Path("/nonexistent"))
+
+
+def test_pending_tasks_do_not_count(tmp_path):
+    out = fake_eval(tmp_path, {"a": report(review(speedup=2.0)), "b": None, "c": "interrupted"})
+    s = build_summary(out)
+    assert s["partial"] and s["overall"]["finished"] == 1 and s["overall"]["pending"] == 2
+    assert s["overall"]["fast_1"] == 1.0
+
+
+def test_parse_levels_and_selection(tmp_path):
+    assert parse_levels("2") == [2] and parse_levels("1, 3,1") == [1, 3]
+    with pytest.raises(ValueError):
+        parse_levels("0")
+    for name in ("10_b", "2_a", "1_c", "_helper"):
+        make_task(tmp_path, name)
+    assert [s.name for s in select_tasks([2], tmp_path, 0)] == ["1_c", "2_a", "10_b"]  # natural order
+    assert [s.key for s in select_tasks([2], tmp_path, 2)] == ["L2-1_c", "L2-2_a"]
+    with pytest.raises(ValueError):
+        select_tasks([1, 2], tmp_path, 0)
+
+
+# ---------------------------------------------------------------- the run loop
+
+
+def test_resume_skips_finished_tasks(tmp_path):
+    tasks = tmp_path / "tasks"
+    make_task(tasks, "01_done")
+    make_task(tasks, "02_todo")
+    out = tmp_path / "eval"
+    done = out / "runs" / "L2-01_done"
+    done.mkdir(parents=True)
+    (done / "report.json").write_text(json.dumps(report(review(speedup=1.5))))
+    launcher = FakeLauncher()
+    summary = run_eval([2], tasks, 0, "", out, Context(scripted="s.json", device="cpu"), quiet(), launch=launcher)
+    assert [j.spec.key for j in launcher.jobs] == ["L2-02_todo"]
+    cmd = launcher.jobs[0].cmd
+    assert cmd[3:5] == ["optimize", str((tasks / "02_todo.py").resolve())] and "--thread-id" in cmd
+    assert summary["overall"]["finished"] == 2 and not summary["partial"] and not summary["interrupted"]
+    again = FakeLauncher()
+    run_eval([2], tasks, 0, "", out, Context(scripted="s.json", device="cpu"), quiet(), launch=again)
+    assert again.jobs == []
+    assert len(json.loads((out / "eval.json").read_text())["sessions"]) == 2
+
+
+def test_unfinished_task_resumes_from_its_checkpoint(tmp_path):
+    tasks = tmp_path / "tasks"
+    make_task(tasks, "t")
+    out = tmp_path / "eval"
+    (out / "runs" / "L1-t").mkdir(parents=True)
+    (out / "runs" / "L1-t" / "run.json").write_text("{}")
+    launcher = FakeLauncher()
+    run_eval([1], tasks, 0, "0,1", out, Context(scripted="s.json"), quiet(), launch=launcher)
+    (job,) = launcher.jobs
+    assert job.cmd[3:5] == ["resume", "L1-t"] and job.env["CUDA_VISIBLE_DEVICES"] in ("0", "1")
+
+
+def test_broken_task_is_an_error_and_the_run_goes_on(tmp_path):
+    tasks = tmp_path / "tasks"
+    make_task(tasks, "a_good")
+    shutil.copy(FIXTURES / "tasks" / "broken_task.py", tasks / "b_broken.py")
+    (tasks / "c_syntax.py").write_text("def broken(:\n")
+    launcher = FakeLauncher()
+    console = quiet()
+    summary = run_eval([2], tasks, 0, "", tmp_path / "eval", Context(scripted="s.json"), console, launch=launcher)
+    assert [j.spec.name for j in launcher.jobs] == ["a_good"]
+    rows = {r["task"]: r for r in summary["rows"]}
+    assert rows["a_good"]["status"] == "success"
+    assert rows["b_broken"]["status"] == "error" and "get_inputs" in rows["b_broken"]["reason"]
+    assert rows["c_syntax"]["status"] == "error" and "SyntaxError" in rows["c_syntax"]["reason"]
+    assert summary["overall"]["error"] == 2 and "unusable task file" in output(console)
+
+
+def test_timeout_is_recorded_and_not_rerun(tmp_path):
+    tasks = tmp_path / "tasks"
+    make_task(tasks, "slow")
+    out = tmp_path / "eval"
+
+    def timing_out(job):
+        return TaskExit(None, timed_out=True, wall_s=job.timeout_s)
+
+    summary = run_eval([1], tasks, 0, "", out, Context(scripted="s.json"), quiet(), task_timeout_s=7, launch=timing_out)
+    (row,) = summary["rows"]
+    assert row["status"] == "timeout" and "7 s" in row["reason"] and row["wall_s"] == 7
+    launcher = FakeLauncher()
+    run_eval([1], tasks, 0, "", out, Context(scripted="s.json"), quiet(), launch=launcher)
+    assert launcher.jobs == []
+
+
+def test_subprocess_launcher_kills_the_whole_tree_on_timeout(tmp_path):
+    # The task starts a child in its own session (as the reviewer does): the timeout must kill it too.
+    code = (
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], start_new_session=True)\n"
+        "print('child', p.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    job = TaskJob(TaskSpec(1, Path("t.py")), tmp_path / "run", [sys.executable, "-c", code], dict(os.environ), 1.0)
+    t0 = time.monotonic()
+    result = SubprocessLauncher()(job)
+    assert result.timed_out and time.monotonic() - t0 < 20
+    log = job.log_path.read_text()
+    child = int(log.split("child ")[1].split()[0])
+    assert "exceeded 1 s" in log
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _alive(child):
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_ctrl_c_leaves_a_resumable_run(tmp_path):
+    tasks = tmp_path / "tasks"
+    for name in ("a", "b", "c"):
+        make_task(tasks, name)
+    out = tmp_path / "eval"
+
+    class Interrupting(FakeLauncher):
+        def __init__(self):
+            super().__init__()
+            self.killed = threading.Event()
+
+        def __call__(self, job):
+            if job.spec.name == "a":
+                return super().__call__(job)
+            self.jobs.append(job)
+            _thread.interrupt_main()  # Ctrl-C while task b runs
+            self.killed.wait(10)
+            return TaskExit(-9, wall_s=1.0)
+
+        def kill_all(self):
+            self.killed.set()
+
+    launcher = Interrupting()
+    console = quiet()
+    summary = run_eval([1], tasks, 0, "", out, Context(scripted="s.json", device="cpu"), console, launch=launcher)
+    assert summary["interrupted"] and summary["partial"] and launcher.killed.is_set()
+    assert [j.spec.name for j in launcher.jobs] == ["a", "b"]
+    assert [r["status"] for r in summary["rows"]] == ["success", "pending", "pending"]
+    assert json.loads((out / "runs" / "L1-b" / "eval_task.json").read_text())["status"] == "interrupted"
+    assert (out / "summary.json").exists() and "PARTIAL" in (out / "summary.md").read_text()
+    text = output(console)
+    assert "resume with:" in text and f"--out {out}" in text
+    resumed = FakeLauncher()
+    summary = run_eval([1], tasks, 0, "", out, Context(scripted="s.json", device="cpu"), quiet(), launch=resumed)
+    assert [j.spec.name for j in resumed.jobs] == ["b", "c"] and not summary["partial"]
+
+
+# ---------------------------------------------------------------- reports, plots, compare, CLI
+
+
+def _gpu_run(out: Path, speedups: dict) -> Path:
+    tasks = {}
+    for name, s in speedups.items():
+        if s is None:
+            tasks[name] = report(None, [entry(0, None, outcome="wrong_output", improved=False)])
+        else:
+            traj = [entry(0, s / 2), entry(1, s)]
+            tasks[name] = report(review(speedup=s, compile_=s / 1.5, sol=min(90.0, 30 * s)), traj)
+    return fake_eval(out, tasks)
+
+
+def test_report_and_plots_from_a_small_run(tmp_path):
+    out = _gpu_run(tmp_path / "gpu", {"a": 2.0, "b": 0.5, "c": None})
+    summary = rebuild(out)
+    md = (out / "summary.md").read_text()
+    assert "fast_0 / fast_1 / fast_2" in md and "| a | 2 | success |" in md
+    assert "Speedup vs eager after each round" in md and "| 1 | 2 |" in md
+    assert json.loads((out / "summary.json").read_text())["overall"]["gpu_timed"] == 2
+    assert len(summary["plots"]) == 3
+    for plot in summary["plots"]:
+        data = (out / plot).read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 5000
+        assert f"]({plot})" in md
+
+
+def test_plots_without_gpu_timings_say_so(tmp_path):
+    out = fake_eval(tmp_path, {"a": report(review(kind="interpreter", speedup=None))})
+    summary = rebuild(out)
+    assert all((out / p).read_bytes().startswith(PNG_MAGIC) for p in summary["plots"])
+    assert NO_GPU_NOTE in (out / "summary.md").read_text()
+
+
+def test_compare_two_runs(tmp_path):
+    a = _gpu_run(tmp_path / "a", {"x": 2.0, "y": None, "z": 1.0})
+    b = _gpu_run(tmp_path / "b", {"x": 3.0, "y": 1.5, "z": 1.0})
+    cmp = compare_summaries(build_summary(a), build_summary(b))
+    by_key = {t["key"]: t for t in cmp["tasks"]}
+    assert by_key["L2-x"]["ratio"] == pytest.approx(1.5) and not by_key["L2-x"]["status_changed"]
+    assert by_key["L2-y"]["status_a"] == "failed" and by_key["L2-y"]["status_b"] == "success"
+    assert by_key["L2-y"]["status_changed"] and by_key["L2-y"]["ratio"] is None
+    assert cmp["deltas"]["success_rate"]["delta"] == pytest.approx(1 / 3)
+    text = compare_markdown(cmp)
+    assert "| L2-y | failed | **success** |" in text and "1.500" in text and "+0.333" in text
+
+
+def test_cli_report_and_compare(tmp_path):
+    a = _gpu_run(tmp_path / "a", {"x": 2.0, "y": None})
+    b = _gpu_run(tmp_path / "b", {"x": 1.0, "y": 1.2})
+    rep = cli.invoke(app, ["eval", "report", str(a), "--price-in", "1", "--price-out", "2"])
+    assert rep.exit_code == 0, rep.output
+    assert "fast_0" in rep.output and (a / "plots" / "speedup_vs_round.png").exists()
+    assert json.loads((a / "summary.json").read_text())["overall"]["cost_usd"] == pytest.approx(200 * 1e-6 + 20 * 2e-6)
+    cmp = cli.invoke(app, ["eval", "compare", str(a), str(b)])
+    assert cmp.exit_code == 0, cmp.output
+    assert "L2-x" in cmp.output and "0.500" in cmp.output and "**success**" in cmp.output
+    assert cli.invoke(app, ["eval", "report", str(tmp_path / "nope")]).exit_code == 2
+    helped = cli.invoke(app, ["eval", "--help"])
+    assert "report" in helped.output and "compare" in helped.output and "--task-timeout" in helped.output
+
+
+def test_cli_eval_runs_two_tasks_end_to_end_on_cpu(tmp_path, candidate):
+    tasks = tmp_path / "tasks"
+    make_task(tasks, "01_scale_relu")
+    make_task(tasks, "02_scale_relu")
+    script = write_script(tmp_path / "script", [{"role": "generator", "reply": fenced(candidate("good"))}])
+    out = tmp_path / "eval"
+    args = ["eval", "--level", "1", "--tasks", str(tasks), "--scripted", str(script), "--rounds", "0"]
+    # Two workers (on the CPU the "GPU" ids only name the workers): the two tasks run side by side.
+    result = cli.invoke(app, [*args, "--device", "cpu", "--gpus", "0,1", "--out", str(out), "--task-timeout", "300"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    m = summary["overall"]
+    assert (m["tasks"], m["correct"], m["success"]) == (2, 2, 2)
+    assert m["fast_1"] is None and m["speedup_vs_eager"]["geo_mean"] is None
+    assert all(r["timing_kind"] == "interpreter" and r["speedup_vs_eager"] is None for r in summary["rows"])
+    assert m["input_tokens"] > 0 and m["wall_s_total"] > 0
+    assert "[2/2]" in result.output and "ETA" in result.output
+    assert all((out / p).stat().st_size > 0 for p in summary["plots"])
+
+
+def test_task_that_dies_is_an_error_and_is_retried_on_resume(tmp_path):
+    tasks = tmp_path / "tasks"
+    make_task(tasks, "t")
+    out = tmp_path / "eval"
+
+    def dying(job):
+        job.run_dir.mkdir(parents=True, exist_ok=True)
+        job.log_path.write_text("Traceback ...\nRuntimeError: endpoint down\n")
+        return TaskExit(1, wall_s=0.5)
+
+    summary = run_eval([1], tasks, 0, "", out, Context(scripted="s.json"), quiet(), launch=dying)
+    (row,) = summary["rows"]
+    assert row["status"] == "error" and "exit code 1" in row["reason"] and "endpoint down" in row["reason"]
+
+    def broken_launcher(job):
+        raise OSError("no such interpreter")
+
+    summary = run_eval([1], tasks, 0, "", out, Context(scripted="s.json"), quiet(), launch=broken_launcher)
+    assert "no such interpreter" in summary["rows"][0]["reason"]
+    launcher = FakeLauncher()
+    summary = run_eval([1], tasks, 0, "", out, Context(scripted="s.json"), quiet(), launch=launcher)
+    assert len(launcher.jobs) == 1 and summary["rows"][0]["status"] == "success"
+    assert summary["rows"][0]["attempts"] == 3
