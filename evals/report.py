@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from .metrics import summarize, task_row
-from .suite import read_meta, specs_from_meta, write_json
+from .suite import EVAL_META, read_meta, specs_from_meta, write_json
 
 METRIC_DEFINITIONS = (
     "success = correct and the main work runs in the candidate's own kernels; "
@@ -84,8 +84,14 @@ def write_summary(summary: dict[str, Any]) -> list[Path]:
 
 
 def rebuild(out: Path, price_in: float | None = None, price_out: float | None = None) -> dict[str, Any]:
-    """Rebuild and write the summary and plots of an eval directory from its run directories."""
+    """Rebuild and write the summary and plots of an eval directory from its run directories.
+
+    Prices given here are saved in eval.json, so later reports and comparisons use them too.
+    """
     summary = build_summary(out, price_in, price_out)
+    if price_in is not None or price_out is not None:
+        meta = read_meta(out)
+        write_json(Path(out) / EVAL_META, {**meta, "prices": summary["prices"]})
     write_summary(summary)
     return summary
 

@@ -93,6 +93,7 @@ class SubprocessLauncher:
     def __init__(self) -> None:
         self._running: dict[int, subprocess.Popen[bytes]] = {}
         self._lock = threading.Lock()
+        self._closed = False  # after kill_all, no new task starts
 
     def __call__(self, job: TaskJob) -> TaskExit:
         """Run ``job`` until it exits or exceeds ``job.timeout_s``."""
@@ -101,8 +102,12 @@ class SubprocessLauncher:
         with open(job.log_path, "ab") as log:
             log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {shlex.join(job.cmd)}\n".encode())
             log.flush()
-            proc = subprocess.Popen(job.cmd, stdout=log, stderr=subprocess.STDOUT, env=job.env, start_new_session=True)
-            with self._lock:
+            with self._lock:  # started under the lock: kill_all never misses a task that is starting
+                if self._closed:
+                    return TaskExit(None, error="the eval was stopped before this task started")
+                proc = subprocess.Popen(
+                    job.cmd, stdout=log, stderr=subprocess.STDOUT, env=job.env, start_new_session=True
+                )
                 self._running[proc.pid] = proc
             timed_out = False
             try:
@@ -118,9 +123,15 @@ class SubprocessLauncher:
             kill_task_tree(proc.pid)  # leftovers never outlive the task
         return TaskExit(proc.returncode, timed_out, time.monotonic() - t0)
 
-    def kill_all(self) -> int:
-        """Kill every running task's process tree; how many were running."""
+    def running(self) -> int:
+        """How many tasks are running now."""
         with self._lock:
+            return len(self._running)
+
+    def kill_all(self) -> int:
+        """Kill every running task's process tree and start no new one; how many were running."""
+        with self._lock:
+            self._closed = True
             procs = list(self._running.values())
         for proc in procs:
             kill_task_tree(proc.pid)

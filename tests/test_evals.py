@@ -309,6 +309,23 @@ def test_subprocess_launcher_kills_the_whole_tree_on_timeout(tmp_path):
     assert not _alive(child)
 
 
+def test_subprocess_launcher_kill_all_stops_running_and_later_tasks(tmp_path):
+    launcher = SubprocessLauncher()
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    job = TaskJob(TaskSpec(1, Path("t.py")), tmp_path / "run", sleep, dict(os.environ), 60.0)
+    results = []
+    worker = threading.Thread(target=lambda: results.append(launcher(job)))
+    worker.start()
+    deadline = time.monotonic() + 10
+    while not launcher.running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert launcher.kill_all() == 1
+    worker.join(10)
+    assert results and results[0].returncode == -9 and not results[0].timed_out
+    later = launcher(job)
+    assert later.returncode is None and "stopped" in later.error
+
+
 def _alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -411,6 +428,7 @@ def test_cli_report_and_compare(tmp_path):
     assert json.loads((a / "summary.json").read_text())["overall"]["cost_usd"] == pytest.approx(200 * 1e-6 + 20 * 2e-6)
     cmp = cli.invoke(app, ["eval", "compare", str(a), str(b)])
     assert cmp.exit_code == 0, cmp.output
+    assert "| cost_usd | 0.000 | - | - |" in cmp.output  # A's prices were saved by `eval report`
     assert "L2-x" in cmp.output and "0.500" in cmp.output and "**success**" in cmp.output
     assert cli.invoke(app, ["eval", "report", str(tmp_path / "nope")]).exit_code == 2
     helped = cli.invoke(app, ["eval", "--help"])
