@@ -1,35 +1,47 @@
-"""planner: the decision policy picks the allowed skills; retrieval ranks them; one is chosen.
+"""planner: the decision policy filters the skills; similarity and prior outcomes rank them; one is chosen.
 
-Ranking: the policy's preferred skills for the bottleneck first (in the decision table's order),
-then the other allowed skills by semantic similarity of their card to the current situation.
-A skill whose round already failed on this task is never chosen again.
+1. **Policy** (``skills_kb/policy.yaml``): the best candidate's profile metrics and code features
+   give a bottleneck class (with a trace naming the rule and its numbers), the allowed skills and
+   their preferred groups.
+2. **Similarity**: each allowed card's cosine similarity (Chroma) to a description of the current
+   situation (task, reference ops, bottleneck, kernel traits, signals).
+3. **Priors**: each skill's smoothed win rate on earlier tasks, from the outcome store next to the
+   run directories (``skill_outcomes.jsonl``; GPU-timed rounds only).
+
+Sort key: ``(preferred group, -(similarity + prior_weight * (win_rate - 0.5)), skill id)`` (see
+``skills_kb/ranking.py``). A skill whose round already failed on this task is never chosen again.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from langgraph.runtime import Runtime
 
 from kernelskill.graph.context import Context
 from kernelskill.graph.state import Plan, State
 from kernelskill.skills_kb.index import open_index
 from kernelskill.skills_kb.library import default_library
+from kernelskill.skills_kb.outcomes import outcomes_path
 from kernelskill.skills_kb.policy import decide, load_policy
-from langgraph.runtime import Runtime
+from kernelskill.skills_kb.priors import load_priors
+from kernelskill.skills_kb.ranking import Ranked, rank
+from kernelskill.skills_kb.situation import describe_situation
+
+from .candidates import run_dir
+
+SHOWN = 5  # ranked skills named in the plan's trace
 
 
-def situation(bottleneck: str, features: dict[str, Any], metrics: dict[str, Any]) -> str:
-    """A natural-language description of the current situation, for retrieval."""
-    flags = [k.replace("_", " ") for k, v in features.items() if v is True]
-    return (
-        f"bottleneck {bottleneck.replace('_', ' ')}; kernel traits: {', '.join(flags)}; metrics: {json.dumps(metrics)}"
-    )
+def _why(top: Ranked) -> str:
+    place = f"preferred group {top.group + 1} of the policy" if top.preferred else "allowed, not preferred"
+    return f"{place}; similarity {top.similarity:.3f}; prior {top.prior.describe()}"
 
 
 def planner(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Node: choose this round's plan, or None when nothing applicable is left."""
     ctx = runtime.context or Context()
-    features = state.get("features", {})
+    features = state.get("features", {}) or {}
     metrics = state["best"]["review"].get("metrics", {}) or {}
     decision = decide(features, metrics)
     failed = set(state.get("failed_plans", []))
@@ -37,28 +49,24 @@ def planner(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     trace = list(decision.trace)
     if failed & set(decision.allowed):
         trace.append(f"already failed on this task, skipped: {', '.join(sorted(failed & set(decision.allowed)))}")
-    prefer = load_policy()["table"].get(decision.bottleneck, {}).get("prefer", [])
-    preferred = [s for s in prefer if s in open_ids]
-    rest = [s for s in open_ids if s not in preferred]
-    if rest:
-        hits = open_index(ctx.skills_db).search(
-            situation(decision.bottleneck, features, metrics), k=len(rest), among=rest
-        )
-        rest = [h.skill_id for h in hits] + [s for s in rest if s not in {h.skill_id for h in hits}]
-    ranked = preferred + rest
-    if not ranked:
+    if not open_ids:
         return {
             "decision": decision.to_dict(),
             "plan": None,
             "stop_reason": f"no applicable skill left for bottleneck {decision.bottleneck} "
             f"(failed: {', '.join(sorted(failed)) or 'none'})",
         }
-    choice = ranked[0]
-    why = "preferred by the decision table" if choice in preferred else "closest card to the situation"
+    task = state.get("task") or {}
+    query = describe_situation(decision, features, task.get("name", ""), task.get("source", ""))
+    hits = open_index(ctx.skills_db).search(query, k=len(open_ids), among=open_ids)
+    priors = load_priors(outcomes_path(run_dir(ctx)))
+    ranked = rank(decision, {h.skill_id: h.similarity for h in hits}, priors, load_policy().prior_weight, failed)
+    trace.append("ranking: " + "; ".join(f"{i + 1}. {r.describe()}" for i, r in enumerate(ranked[:SHOWN])))
+    top = ranked[0]
     plan = Plan(
-        skill_id=choice,
-        title=default_library().get(choice).title,
-        reason=f"bottleneck {decision.bottleneck} (rule {decision.rule}); {why}; "
+        skill_id=top.skill_id,
+        title=default_library().get(top.skill_id).title,
+        reason=f"bottleneck {decision.bottleneck} (rule {decision.rule}); {_why(top)}; "
         f"{len(ranked) - 1} other allowed skill(s) left",
         trace=trace,
     )

@@ -1,11 +1,12 @@
 """The skill-card schema, the vocabulary of features and metrics, and the predicate language.
 
 A skill card is one YAML file in ``skills_kb/cards/``. Its applicability is written as predicates
-over two namespaces, ``features.*`` (static code features, see :data:`FEATURES`) and ``metrics.*``
-(profile signals from the reviewer, see :data:`METRICS`). A predicate is a string of the form
-``NAMESPACE.NAME OP LITERAL``, for example ``"features.uses_dot == false"`` or
-``"metrics.sol_pct < 60"``. OP is one of ``== != >= <= > <``; LITERAL is a number, ``true``,
-``false`` or a bare word.
+over three namespaces: ``features.*`` (static code features, see :data:`FEATURES`), ``metrics.*``
+(profile signals from the reviewer, see :data:`METRICS`) and ``derived.*`` (values the decision
+policy computes from both, see :data:`DERIVED`; their formulas live in ``policy.yaml``). A
+predicate is a string of the form ``NAMESPACE.NAME OP LITERAL``, for example
+``"features.uses_dot == false"`` or ``"derived.limiter_pct < 60"``. OP is one of
+``== != >= <= > <``; LITERAL is a number, ``true``, ``false`` or a bare word.
 """
 
 from __future__ import annotations
@@ -70,7 +71,20 @@ METRICS: dict[str, str] = {
     "stall_long_scoreboard_pct": "ncu: % of stalls waiting on global memory",
 }
 
-_PRED = re.compile(r"^\s*(features|metrics)\.([a-z_][a-z0-9_]*)\s*(==|!=|>=|<=|>|<)\s*(\S+)\s*$")
+DERIVED: dict[str, str] = {
+    "limiter_pct": "utilisation % of the primary limiter: max(dram_throughput_pct, sm_throughput_pct) "
+    "when ncu metrics exist, else sol_pct",
+    "headroom_pct": "100 - limiter_pct: how far the kernel is from its limiter's ceiling",
+    "mem_util_pct": "memory-system utilisation %: dram_throughput_pct (ncu), else bandwidth_pct",
+    "compute_util_pct": "compute utilisation %: sm_throughput_pct (ncu), else flop_pct",
+    "dense_math": "arithmetic_intensity at or above the ridge point: matmul / conv / attention work for tensor cores",
+    "memory_bound": "arithmetic_intensity below the ridge point (with ncu only: DRAM busier than the SMs)",
+    "launches_per_forward": "measured launch_count, else the static estimate num_launch_sites + torch_ops_in_forward",
+}
+
+NAMESPACES: dict[str, dict[str, str]] = {"features": FEATURES, "metrics": METRICS, "derived": DERIVED}
+
+_PRED = re.compile(r"^\s*(features|metrics|derived)\.([a-z_][a-z0-9_]*)\s*(==|!=|>=|<=|>|<)\s*(\S+)\s*$")
 
 
 class PredicateError(ValueError):
@@ -96,10 +110,9 @@ def parse_predicate(text: str) -> tuple[str, str, str, Any]:
     """Split ``"features.uses_dot == false"`` into (namespace, name, op, value)."""
     m = _PRED.match(text)
     if not m:
-        raise PredicateError(f"cannot parse predicate {text!r} (want 'features.NAME OP VALUE')")
+        raise PredicateError(f"cannot parse predicate {text!r} (want 'NAMESPACE.NAME OP VALUE')")
     ns, name, op, lit = m.groups()
-    vocab = FEATURES if ns == "features" else METRICS
-    if name not in vocab:
+    if name not in NAMESPACES[ns]:
         raise PredicateError(f"unknown {ns} field {name!r} in predicate {text!r}")
     return ns, name, op, parse_literal(lit)
 
@@ -114,11 +127,21 @@ _OPS = {
 }
 
 
-def evaluate_predicate(text: str, features: dict[str, Any], metrics: dict[str, Any]) -> bool | None:
+def predicate_value(
+    text: str, features: dict[str, Any], metrics: dict[str, Any], derived: dict[str, Any] | None = None
+) -> Any:
+    """The actual value a predicate reads (None when absent)."""
+    ns, name, _, _ = parse_predicate(text)
+    source = {"features": features, "metrics": metrics, "derived": derived or {}}[ns]
+    return source.get(name)
+
+
+def evaluate_predicate(
+    text: str, features: dict[str, Any], metrics: dict[str, Any], derived: dict[str, Any] | None = None
+) -> bool | None:
     """Evaluate one predicate; None when the field is absent (unknown), never an exception."""
-    ns, name, op, value = parse_predicate(text)
-    source = features if ns == "features" else metrics
-    actual = source.get(name)
+    _, _, op, value = parse_predicate(text)
+    actual = predicate_value(text, features, metrics, derived)
     if actual is None:
         return None
     try:

@@ -1,11 +1,28 @@
-"""The decision policy: deterministic classification with a trace, and the planner's guard."""
+"""The decision policy: normalization, derived fields, classification with a trace, labelled scenarios."""
+
+from pathlib import Path
 
 import pytest
+import yaml
+
+from kernelskill.skills_kb.expr import ExprError, parse_expr
 from kernelskill.skills_kb.library import default_library
-from kernelskill.skills_kb.policy import decide, load_policy
+from kernelskill.skills_kb.policy import (
+    POLICY_FILE,
+    PolicyError,
+    decide,
+    load_policy,
+    normalize_metrics,
+    parse_policy,
+    policy_errors,
+)
+
+SCENARIOS = yaml.safe_load((Path(__file__).parent / "data" / "policy_scenarios.yaml").read_text())
+TASKS = Path(__file__).resolve().parents[1] / "evals" / "tasks"
 
 POINTWISE = {
     "num_kernels": 1,
+    "num_launch_sites": 1,
     "is_pointwise": True,
     "uses_dot": False,
     "has_reduction": False,
@@ -13,6 +30,14 @@ POINTWISE = {
 }
 REDUCTION = {**POINTWISE, "is_pointwise": False, "has_reduction": True, "uses_transcendentals": True}
 GEMM = {**POINTWISE, "is_pointwise": False, "uses_dot": True, "has_loops": True}
+NO_DOT = {**GEMM, "uses_dot": False}
+STALL = "stall_long_scoreboard_pct"
+
+
+@pytest.fixture(autouse=True)
+def _empty_outcome_store(tmp_path, monkeypatch):
+    """Priors start neutral: every test reads its own, empty outcome store."""
+    monkeypatch.setenv("KERNELSKILL_SKILL_OUTCOMES", str(tmp_path / "skill_outcomes.jsonl"))
 
 
 @pytest.mark.parametrize(
@@ -21,15 +46,19 @@ GEMM = {**POINTWISE, "is_pointwise": False, "uses_dot": True, "has_loops": True}
         ({**POINTWISE, "torch_ops_in_forward": 2}, {}, "code_structure", "torch-ops-in-forward"),
         (GEMM, {"spill_bytes": 128}, "register_pressure", "spills"),
         (POINTWISE, {"launch_count": 12}, "launch_overhead", "many-launches"),
+        (NO_DOT, {"arithmetic_intensity": 500, "sol_pct": 3}, "gemm_tiling", "dense-math-off-tensor-cores"),
         (GEMM, {"sol_pct": 35}, "gemm_tiling", "gemm-far-from-sol"),
         (POINTWISE, {"dram_throughput_pct": 87}, "memory_bandwidth", "dram-saturated"),
-        (POINTWISE, {"bandwidth_pct": 20}, "memory_latency", "low-bandwidth-memory-bound"),
+        (GEMM, {"branch_efficiency_pct": 55, "dram_throughput_pct": 20}, "divergence", "divergent-branches"),
+        (REDUCTION, {"achieved_occupancy_pct": 20, STALL: 45}, "memory_latency", "low-occupancy-stalls"),
+        (REDUCTION, {"achieved_occupancy_pct": 70, STALL: 45}, "memory_latency", "waiting-on-memory"),
+        (POINTWISE, {"bandwidth_pct": 20, "arithmetic_intensity": 0}, "memory_latency", "memory-bound-low-bandwidth"),
         (GEMM, {"sol_pct": 80, "sm_throughput_pct": 75}, "compute", "compute-saturated"),
         (GEMM, {}, "gemm_tiling", "gemm-structure"),
         (POINTWISE, {}, "memory_bandwidth", "pointwise-structure"),
         (REDUCTION, {}, "memory_bandwidth", "reduction-structure"),
     ],
-)
+)  # fmt: skip
 def test_classification(features, metrics, bottleneck, rule):
     d = decide(features, metrics)
     assert (d.bottleneck, d.rule) == (bottleneck, rule)
@@ -37,23 +66,158 @@ def test_classification(features, metrics, bottleneck, rule):
     assert d.allowed, "every class must leave at least one skill"
 
 
-def test_trace_names_numbers():
-    d = decide(POINTWISE, {"dram__throughput.avg.pct_of_peak_sustained_elapsed": 87, "sol_pct": 50})
-    assert "metrics.dram_throughput_pct >= 60 (actual 87)" in d.trace[0]
-    assert any("medium_headroom" in t for t in d.trace)
+def test_fallback_when_nothing_is_known():
+    d = decide({}, {})
+    assert (d.bottleneck, d.rule, d.tier) == ("code_structure", "fallback", "unknown")
+    assert d.trace[0] == "code_structure: no rule fired; fallback class"
+
+
+def test_trace_names_rule_and_numbers():
+    d = decide(POINTWISE, {"dram__throughput.avg.pct_of_peak_sustained_elapsed": 87, "sm_throughput_pct": 20})
+    assert d.trace[0] == "memory_bandwidth: rule dram-saturated fired: metrics.dram_throughput_pct >= 60 (actual 87)"
+    assert "headroom tier near_speed_of_light: derived.limiter_pct = 87" in d.trace[1]
+    assert any(r.startswith("rule spills (register_pressure) did not fire") for r in d.rules_checked)
+
+
+def test_derived_values_name_their_inputs():
+    d = decide(GEMM, {"sol_pct": 35})
+    assert "derived.limiter_pct < 60 (actual 35 from metrics.sol_pct=35)" in d.trace[0]
+    assert d.derived["headroom_pct"] == 65 and d.tier == "medium_headroom"
+
+
+def test_tier_follows_the_primary_limiter():
+    ncu = decide(POINTWISE, {"dram_throughput_pct": 30, "sm_throughput_pct": 70, "sol_pct": 10})
+    assert ncu.derived["limiter_pct"] == 70 and ncu.tier == "small_headroom"  # ncu wins over sol_pct
+    timing = decide(POINTWISE, {"sol_pct": 10})
+    assert timing.derived["limiter_pct"] == 10 and timing.tier == "large_headroom"
+    assert decide(POINTWISE, {}).tier == "unknown"
+
+
+def test_memory_bound_and_launch_estimates():
+    policy = load_policy()
+    assert decide(GEMM, {"arithmetic_intensity": 2}).derived["memory_bound"] is True
+    assert decide(GEMM, {"arithmetic_intensity": 500}).derived["memory_bound"] is False
+    assert decide(GEMM, {"dram_throughput_pct": 80, "sm_throughput_pct": 20}).derived["memory_bound"] is True
+    assert decide(GEMM, {}).derived["memory_bound"] is None
+    static = decide({**POINTWISE, "num_launch_sites": 2, "torch_ops_in_forward": 1}, {})
+    assert static.derived["launches_per_forward"] == 3
+    assert decide(POINTWISE, {"launch_count": 7}).derived["launches_per_forward"] == 7
+    assert policy.constants["ridge_flops_per_byte"] > 0
+
+
+def test_unit_normalization():
+    metrics, notes = normalize_metrics(
+        {
+            "dram_throughput_ratio": 0.87,  # ratio -> %
+            "achieved_occupancy": 0.25,  # ratio alias -> %
+            "gpu__time_duration.sum": 1_500_000,  # ns -> ms
+            "n_spills": 8,  # Triton: 4-byte words
+            "sm__throughput.avg.pct_of_peak_sustained_elapsed": "1,234.5",  # ncu CSV string
+            "launch__registers_per_thread": 64,
+            "registers_per_thread": 96,  # our own name wins over the alias
+            "sol_ms": 0.2,
+            "bandwidth_pct": "n/a",
+        },
+        load_policy(),
+    )
+    assert metrics["dram_throughput_pct"] == pytest.approx(87)
+    assert metrics["achieved_occupancy_pct"] == pytest.approx(25)
+    assert metrics["runtime_ms"] == pytest.approx(1.5)
+    assert metrics["spill_bytes"] == 32
+    assert metrics["sm_throughput_pct"] == pytest.approx(1234.5)
+    assert metrics["registers_per_thread"] == 96
+    assert "sol_ms" not in metrics and "bandwidth_pct" not in metrics
+    text = "\n".join(notes)
+    assert "dram_throughput_ratio -> dram_throughput_pct = 87" in text
+    assert "ignored launch__registers_per_thread: registers_per_thread is given directly" in text
+    assert "ignored sol_ms" in text and "ignored bandwidth_pct: not a number" in text
+
+
+def test_rule_none_clause_silences_launch_overhead_for_long_runs():
+    assert decide(POINTWISE, {"launch_count": 8, "runtime_ms": 0.05}).rule == "many-launches"
+    long = decide(POINTWISE, {"launch_count": 8, "runtime_ms": 5.0})
+    assert long.rule != "many-launches"
+    assert any("many-launches" in r and "metrics.runtime_ms >= 1 (actual 5) holds" in r for r in long.rules_checked)
 
 
 def test_forbidden_never_allowed():
     d = decide(POINTWISE, {})
-    for skill in load_policy()["table"]["memory_bandwidth"]["forbid"]:
+    for skill in load_policy().table["memory_bandwidth"].forbid:
         assert skill not in d.allowed
+    data = _policy_data()
+    data["table"]["memory_bandwidth"]["forbid"] = ["vectorized-loads"]  # preferred and forbidden: forbid wins
+    d = decide(POINTWISE, {}, policy=parse_policy(data))
+    assert "vectorized-loads" not in d.allowed
+    assert d.excluded["vectorized-loads"] == "forbidden for memory_bandwidth by the decision table"
+    assert "vectorized-loads: excluded, forbidden for memory_bandwidth by the decision table" in d.trace
 
 
-def test_policy_ids_exist():
-    cards = default_library().cards
-    for cls, row in load_policy()["table"].items():
-        for sid in row.get("prefer", []) + row.get("forbid", []):
-            assert sid in cards, f"policy table {cls} names unknown skill {sid}"
+def test_card_predicates_exclude_with_reason():
+    d = decide(REDUCTION, {})  # one kernel, one launch: nothing to fuse
+    assert "fuse-elementwise-chain" not in d.allowed
+    assert d.excluded["fuse-elementwise-chain"] == ("applies_when failed: derived.launches_per_forward >= 2 (actual 1)")
+    assert "online-softmax" in d.allowed
+    plain_sum = decide({**REDUCTION, "uses_transcendentals": False}, {})
+    assert "online-softmax" not in plain_sum.allowed  # no exp: not a softmax
+
+
+def test_policy_names_only_existing_skills():
+    assert policy_errors(load_policy(), default_library()) == []
+
+
+def test_preferred_groups_come_first_in_allowed():
+    d = decide(GEMM, {"sol_pct": 30})
+    flat = [s for g in d.prefer for s in g]
+    assert d.allowed[: len(flat)] == flat
+    assert d.group_of(flat[0]) == 0 and d.group_of("no-such-skill") == len(d.prefer)
+
+
+def _policy_data():
+    return yaml.safe_load(POLICY_FILE.read_text())
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda p: p["rules"][0].update(bottleneck="slowness"), "rules[0] (torch-ops-in-forward): unknown bottleneck"),
+        (lambda p: p["rules"][1].update(any=["metrics.colour > 1"]), "rules[1] (spills): unknown metrics field"),
+        (lambda p: p["derived"].update(limiter_pct="__import__('os').system('true')"), "derived.limiter_pct"),
+        (lambda p: p["derived"].update(headroom_pct="100 - metrics.nope"), "unknown field metrics.nope"),
+        (lambda p: p["derived"].update(speed="1"), "derived.speed: not listed in skills_kb/schema.py DERIVED"),
+        (lambda p: p["derived"].pop("memory_bound"), "no formula for memory_bound"),
+        (lambda p: p["aliases"].update(foo="bar_pct"), "aliases.foo: 'bar_pct' is not a metric"),
+        (lambda p: p["table"].update(slowness={}), "table: unknown bottleneck class 'slowness'"),
+    ],
+)  # fmt: skip
+def test_bad_policy_is_named(mutate, message):
+    data = _policy_data()
+    mutate(data)
+    with pytest.raises(PolicyError, match="policy.yaml: ") as err:
+        parse_policy(data, str(POLICY_FILE))
+    assert message in str(err.value)
+
+
+def test_expressions_are_interpreted_not_evaluated():
+    for bad in ("__import__('os')", "metrics.x.__class__", "(lambda: 1)()", "metrics['x']", "open('f')", "'text'"):
+        with pytest.raises(ExprError):
+            parse_expr(bad)
+    expr = parse_expr("coalesce(max(metrics.a, metrics.b), metrics.c) / 2")
+    assert expr.evaluate({"metrics": {"b": 8, "c": 100}}) == 4
+    assert expr.evaluate({"metrics": {"c": 100}}) == 50
+    assert expr.evaluate({"metrics": {}}) is None
+
+
+def test_expressions_use_three_valued_logic():
+    scope = {"metrics": {"x": 5}}
+    assert parse_expr("metrics.x > 1 and metrics.y > 1").evaluate(scope) is None
+    assert parse_expr("metrics.x > 9 and metrics.y > 1").evaluate(scope) is False
+    assert parse_expr("metrics.x > 1 or metrics.y > 1").evaluate(scope) is True
+    assert parse_expr("not metrics.y").evaluate(scope) is None
+    assert parse_expr("metrics.x / 0").evaluate(scope) is None
+    assert parse_expr("1 < metrics.x <= 5").evaluate(scope) is True
+
+
+# --- the planner ------------------------------------------------------------------------------
 
 
 class _Runtime:
@@ -63,26 +227,66 @@ class _Runtime:
         self.context = Context()
 
 
-def _planner_state(failed):
-    return {
-        "features": REDUCTION,
-        "best": {"candidate": {"id": "r0"}, "review": {"status": "correct", "metrics": {}}},
-        "failed_plans": failed,
+def _state(features, metrics=None, task=None, failed=()):
+    state = {
+        "features": features,
+        "best": {"candidate": {"id": "r0"}, "review": {"status": "correct", "metrics": metrics or {}}},
+        "failed_plans": list(failed),
     }
+    if task:
+        path = TASKS / task
+        state["task"] = {"name": path.stem, "path": str(path), "source": path.read_text()}
+    return state
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s["id"] for s in SCENARIOS])
+def test_labelled_scenario(scenario):
+    from kernelskill.nodes.planner import planner
+
+    out = planner(_state(scenario["features"], scenario.get("metrics"), scenario.get("task")), _Runtime())
+    expect = scenario["expect"]
+    decision, plan = out["decision"], out["plan"]
+    assert plan is not None, out.get("stop_reason")
+    got = {
+        "bottleneck": decision["bottleneck"],
+        "rule": decision["rule"],
+        "tier": decision["tier"],
+        "top": plan["skill_id"],
+    }
+    assert {k: got[k] for k in expect} == expect, "\n".join(plan["trace"])
+
+
+def test_scenarios_cover_every_style():
+    styles = [s["style"] for s in SCENARIOS]
+    assert len(SCENARIOS) >= 20
+    assert {"ncu", "timing", "cpu"} <= set(styles) and min(styles.count(k) for k in ("ncu", "timing", "cpu")) >= 5
+    assert all(("metrics" in s) == (s["style"] != "cpu") for s in SCENARIOS)
+
+
+def test_plan_reason_and_ranking_trace():
+    from kernelskill.nodes.planner import planner
+
+    plan = planner(_state(REDUCTION, task="level1/24_softmax.py"), _Runtime())["plan"]
+    assert plan["skill_id"] == "online-softmax"
+    assert plan["reason"].startswith("bottleneck memory_bandwidth (rule reduction-structure); preferred group 1")
+    assert "similarity" in plan["reason"] and "prior no GPU-timed tries" in plan["reason"]
+    assert any(t.startswith("ranking: 1. online-softmax (preferred group 1") for t in plan["trace"])
 
 
 def test_planner_never_repeats_a_failed_plan():
     from kernelskill.nodes.planner import planner
 
-    first = planner(_planner_state([]), _Runtime())["plan"]
-    second = planner(_planner_state([first["skill_id"]]), _Runtime())["plan"]
+    first = planner(_state(REDUCTION), _Runtime())["plan"]
+    second = planner(_state(REDUCTION, failed=[first["skill_id"]]), _Runtime())["plan"]
     assert second["skill_id"] != first["skill_id"]
     assert any("already failed" in t for t in second["trace"])
+    assert first["skill_id"] not in next(t for t in second["trace"] if t.startswith("ranking:"))
 
 
 def test_planner_stops_when_everything_failed():
     from kernelskill.nodes.planner import planner
 
     allowed = decide(REDUCTION, {}).allowed
-    out = planner(_planner_state(allowed), _Runtime())
+    out = planner(_state(REDUCTION, failed=allowed), _Runtime())
     assert out["plan"] is None and "no applicable skill left" in out["stop_reason"]
+    assert out["decision"]["bottleneck"] == "memory_bandwidth"

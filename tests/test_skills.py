@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from kernelskill.skills_kb.index import SkillIndex
 from kernelskill.skills_kb.library import CARDS_DIR, default_library, load_library
 from kernelskill.skills_kb.schema import CardError, load_card
