@@ -85,6 +85,10 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         ]
         if skill and not improved:
             update["failed_plans"] = [skill]
+        if skill:  # long-term memory: the round's outcome feeds the skill priors (never raises)
+            from kernelskill.skills_kb.outcomes import record_round
+
+            record_round(run_dir(ctx), state, review, improved)
     nxt, reason = decide_after_review(after)
     if nxt == END:
         update["stop_reason"] = reason
