@@ -60,9 +60,10 @@ def measure_baseline(task_path: Path) -> dict[str, Any]:
 
     task = load_task_module(task_path, name=f"bench_{task_path.stem}")
     torch.manual_seed(42)
-    model = task.Model(*task.get_init_inputs()).cuda().eval()
-    torch.manual_seed(49)
-    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    with torch.device("cuda"):
+        model = task.Model(*task.get_init_inputs()).cuda().eval()
+        torch.manual_seed(49)
+        inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
     out: dict[str, Any] = {"task": f"{task_path.parent.name}/{task_path.stem}"}
     with torch.no_grad():
         eager = time_adaptive(lambda: model(*inputs))

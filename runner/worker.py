@@ -92,7 +92,7 @@ def compare(ref_out: Any, new_out: Any, atol: float | None, rtol: float | None) 
             return f"{tag}dtype {n.dtype} != reference {r.dtype}"
         a_def, r_def = DEFAULT_TOL.get(str(r.dtype).replace("torch.", ""), (1e-4, 1e-4))
         a, rt = atol if atol is not None else a_def, rtol if rtol is not None else r_def
-        rf, nf = r.detach().double().cpu(), n.detach().double().cpu()
+        rf, nf = r.detach().double(), n.detach().double()  # compared on the device: CPU doubles are slow
         if torch.isnan(nf).any() and not torch.isnan(rf).any():
             return f"{tag}NaN in output ({int(torch.isnan(nf).sum())} of {n.numel()} elements)"
         if torch.isinf(nf).any() and not torch.isinf(rf).any():
@@ -101,7 +101,7 @@ def compare(ref_out: Any, new_out: Any, atol: float | None, rtol: float | None) 
             err = (nf - rf).abs().nan_to_num(float("inf"))
             excess = err - (a + rt * rf.abs())
             idx = int(excess.flatten().argmax())
-            where = tuple(int(x) for x in torch.unravel_index(torch.tensor(idx), r.shape))
+            where = tuple(int(x) for x in torch.unravel_index(torch.tensor(idx), tuple(r.shape)))
             bad = int((excess > 0).sum())
             return (
                 f"{tag}{bad}/{r.numel()} elements exceed atol={a:g} rtol={rt:g}; worst at "
@@ -152,7 +152,8 @@ class Loaded:
         import torch
 
         torch.manual_seed(seed)
-        return list(_to(list(self.task.get_inputs()), self.device))
+        with torch.device(self.device):  # generated on the device: CPU randn of GBs takes seconds
+            return list(_to(list(self.task.get_inputs()), self.device))
 
 
 def _import_candidate(path: str) -> Any:
@@ -177,9 +178,10 @@ def load_for_profiling(req: dict[str, Any]) -> tuple[Any, list[Any]]:
     module = _import_candidate(req["candidate_path"])
     seed = int(req.get("seed", 42))
     torch.manual_seed(seed)
-    new = module.ModelNew(*task.get_init_inputs()).to("cuda").eval()
-    torch.manual_seed(seed + 1000)
-    return new, list(_to(list(task.get_inputs()), "cuda"))
+    with torch.device("cuda"):
+        new = module.ModelNew(*task.get_init_inputs()).to("cuda").eval()
+        torch.manual_seed(seed + 1000)
+        return new, list(_to(list(task.get_inputs()), "cuda"))
 
 
 def evaluate(req: dict[str, Any]) -> ReviewResult:
@@ -239,12 +241,14 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
     init_inputs = task.get_init_inputs()
     try:
         torch.manual_seed(seed)
-        ref = task.Model(*init_inputs).to(device).eval()
+        with torch.device(device):
+            ref = task.Model(*init_inputs).to(device).eval()
     except Exception as e:
         return failure("invalid_task", f"reference Model failed to build: {e}", "", cid, **common)
     try:
         torch.manual_seed(seed)
-        new = module.ModelNew(*_clone(list(init_inputs))).to(device).eval()
+        with torch.device(device):
+            new = module.ModelNew(*_clone(list(init_inputs))).to(device).eval()
     except BaseException as e:  # noqa: BLE001
         return fail("runtime_error", e)
     run = Loaded(task, ref, new, module, device)
@@ -309,8 +313,9 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
     if use_cuda:
         from .profiling import launched_kernels
 
+        probe_inputs = run.inputs(seed + 3)
         with torch.no_grad():
-            launched = launched_kernels(lambda: new(*run.inputs(seed + 3)))
+            launched = launched_kernels(lambda: new(*probe_inputs))
         own = set(static.kernel_names)
         if own and "__global__" not in source and not any(any(n.startswith(k) for k in own) for n in launched):
             return failure(
