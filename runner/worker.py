@@ -202,7 +202,9 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
     import torch
 
     use_cuda = want != "cpu" and torch.cuda.is_available()
-    if not use_cuda:
+    if use_cuda:
+        os.environ.pop("TRITON_INTERPRET", None)  # inherited from a CPU test session: kernels must compile
+    else:
         os.environ["TRITON_INTERPRET"] = "1"
     device = "cuda" if use_cuda else "cpu"
     gpu = torch.cuda.get_device_name(0) if use_cuda else ""
