@@ -6,6 +6,8 @@ the CLI and evals call ``builder.compile(checkpointer=...)``.
 
 from __future__ import annotations
 
+from langgraph.graph import START, StateGraph
+
 from kernelskill.graph.context import Context
 from kernelskill.graph.routing import route_after_planner, route_after_review
 from kernelskill.graph.state import InputState, OutputState, State
@@ -15,7 +17,6 @@ from kernelskill.nodes.generator import generator
 from kernelskill.nodes.optimizer import optimizer
 from kernelskill.nodes.planner import planner
 from kernelskill.nodes.reviewer import reviewer
-from langgraph.graph import START, StateGraph
 
 builder = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
 builder.add_node("generator", generator)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph.runtime import Runtime
+
 from kernelskill.graph.context import Context
 from kernelskill.graph.memory import failure_history
 from kernelskill.graph.state import State
 from kernelskill.skills_kb.retrieve import cards_text, retrieve
-from langgraph.runtime import Runtime
 
 from .candidates import make_candidate
 from .codeblock import extract_code

@@ -6,10 +6,11 @@ import ast
 from pathlib import Path
 from typing import Any
 
+from langgraph.runtime import Runtime
+
 from kernelskill.graph.context import Context
 from kernelskill.graph.state import State, Task
 from kernelskill.skills_kb.retrieve import cards_text, retrieve
-from langgraph.runtime import Runtime
 
 from .candidates import make_candidate
 from .codeblock import extract_code

@@ -14,11 +14,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kernelskill.graph.context import Context
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+
+from kernelskill.graph.context import Context
 
 
 class ModelConfigError(RuntimeError):

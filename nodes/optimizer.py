@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from langgraph.runtime import Runtime
+
 from kernelskill.graph.context import Context
 from kernelskill.graph.memory import trajectory_summary
 from kernelskill.graph.state import State
 from kernelskill.skills_kb.library import default_library, render_card
-from langgraph.runtime import Runtime
 
 from .candidates import make_candidate
 from .codeblock import extract_code

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph.graph import END
+from langgraph.runtime import Runtime
+
 from kernelskill.graph.context import Context
 from kernelskill.graph.routing import decide_after_review, round_finished
 from kernelskill.graph.state import Attempt, State, TrajectoryEntry
 from kernelskill.runner.result import ReviewResult, failure
 from kernelskill.runner.sandbox import run_review
-from langgraph.graph import END
-from langgraph.runtime import Runtime
 
 from .candidates import run_dir
 

@@ -104,13 +104,13 @@ def launched_kernels(fn: Any) -> list[str]:
         names.append(self.fn.__name__)
         return orig(self, *args, **kwargs)
 
-    JITFunction.run = run  # type: ignore[method-assign]
+    JITFunction.run = run
     try:
         with _Ops():
             fn()
         torch.cuda.synchronize()
     finally:
-        JITFunction.run = orig  # type: ignore[method-assign]
+        JITFunction.run = orig
     return names
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from kernelskill.runner.taskfile import apply_cpu_shapes, load_task_module
 
 TASKS_DIR = Path(__file__).resolve().parents[1] / "evals" / "tasks"
