@@ -1,0 +1,21 @@
+import statistics
+
+import pytest
+
+from kernelskill.runner.timing import summarize, time_interpreter
+
+
+def test_summarize_matches_statistics():
+    samples = [0.26, 0.27, 0.262, 0.31, 0.258, 0.264]
+    s = summarize(samples)
+    assert s["n"] == 6
+    assert s["mean_ms"] == pytest.approx(statistics.fmean(samples))
+    assert s["std_ms"] == pytest.approx(statistics.stdev(samples))
+    assert s["median_ms"] == statistics.median(samples)
+    lo, hi = s["ci95_ms"]
+    assert lo < s["mean_ms"] < hi
+
+
+def test_single_sample_and_interpreter_label():
+    assert summarize([1.0])["std_ms"] == 0.0
+    assert time_interpreter(lambda: None, runs=2)["kind"] == "interpreter"
