@@ -29,7 +29,7 @@ test-gpu: ## Run only the GPU-marked tests (needs CUDA)
 
 lint: ## ruff + mypy
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy kernelskill graph nodes skills_kb evals/runner.py runner
+	$(VENV)/bin/mypy kernelskill graph nodes skills_kb evals/*.py runner
 
 demo: ## Whole graph on CPU, one bundled task, SCRIPTED model (no endpoint needed)
 	$(KS) demo
