@@ -12,6 +12,8 @@ os.environ.setdefault("KERNELSKILL_SKILLS_DB", str(_SESSION_TMP / "chroma"))
 os.environ["KERNELSKILL_RUNS_DIR"] = str(_SESSION_TMP / "runs")
 # Baselines and GPU ceilings are measured once per test session, not taken from the user's cache.
 os.environ.setdefault("KERNELSKILL_CACHE_DIR", str(_SESSION_TMP / "cache"))
+# Skill outcomes (priors) recorded by test runs stay in the session's folder.
+os.environ.setdefault("KERNELSKILL_SKILL_OUTCOMES", str(_SESSION_TMP / "skill_outcomes.jsonl"))
 for var in ("KERNELSKILL_MODEL", "KERNELSKILL_BASE_URL", "KERNELSKILL_SCRIPTED", "KERNELSKILL_CONFIG"):
     os.environ.pop(var, None)
 
