@@ -6,6 +6,7 @@ import ast
 from typing import Any
 
 from kernelskill.graph.state import State
+from kernelskill.runner.static_check import dotted_name as _dotted
 
 _REDUCTIONS = {"sum", "max", "min", "reduce", "argmax", "argmin", "xor_sum", "cumsum", "cumprod"}
 _TRANSCENDENTAL = {"exp", "exp2", "log", "log2", "sin", "cos", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "pow"}
@@ -15,16 +16,6 @@ _TORCH_COMPUTE = {
     "sum", "mean", "max", "min", "exp", "log", "tanh", "sigmoid", "einsum", "baddbmm", "sqrt",
     "scaled_dot_product_attention", "avg_pool2d", "max_pool2d", "cross_entropy", "mse_loss",
 }  # fmt: skip
-
-
-def _dotted(node: ast.AST) -> str:
-    if isinstance(node, ast.Attribute):
-        return f"{_dotted(node.value)}.{node.attr}"
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Call):
-        return _dotted(node.func)
-    return ""
 
 
 def _is_kernel(fn: ast.FunctionDef) -> bool:

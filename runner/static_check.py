@@ -48,14 +48,18 @@ class StaticReport:
         return not self.strict
 
 
-def _dotted(node: ast.AST) -> str:
+def dotted_name(node: ast.AST) -> str:
+    """``torch.nn.functional.relu`` for an attribute chain (calls see through to their callee)."""
     if isinstance(node, ast.Attribute):
-        return f"{_dotted(node.value)}.{node.attr}"
+        return f"{dotted_name(node.value)}.{node.attr}"
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Call):
-        return _dotted(node.func)
+        return dotted_name(node.func)
     return ""
+
+
+_dotted = dotted_name
 
 
 def _kernels(tree: ast.AST) -> list[ast.FunctionDef]:

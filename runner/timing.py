@@ -38,6 +38,20 @@ def summarize(samples: list[float]) -> dict[str, Any]:
     }
 
 
+def _timed_trial(fn: Callable[[], Any], flush: Any) -> float:
+    """One trial: flush the L2 (write a buffer larger than it), then time ``fn`` with CUDA events (ms)."""
+    import torch
+
+    flush.zero_()
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    torch.cuda.synchronize()
+    return float(start.elapsed_time(end))
+
+
 def time_cuda(fn: Callable[[], Any], trials: int = 50, warmup: int = 5, flush_bytes: int = 256 << 20) -> dict[str, Any]:
     """Time ``fn`` with CUDA events; the L2 is flushed before each trial; the first is dropped."""
     import torch
@@ -46,16 +60,7 @@ def time_cuda(fn: Callable[[], Any], trials: int = 50, warmup: int = 5, flush_by
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    samples: list[float] = []
-    for _ in range(trials + 1):
-        flush.zero_()
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        samples.append(start.elapsed_time(end))
+    samples = [_timed_trial(fn, flush) for _ in range(trials + 1)]
     stats = summarize(samples[1:])
     stats["kind"] = "cuda_events"
     return stats
@@ -102,14 +107,7 @@ def time_adaptive(
     samples: list[float] = []
     start_all = time.perf_counter()
     while True:
-        flush.zero_()
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        samples.append(start.elapsed_time(end))
+        samples.append(_timed_trial(fn, flush))
         kept = samples[1:]
         if len(kept) >= min_trials and len(kept) % 10 == 0:
             mean, std = _mean_std(kept)
