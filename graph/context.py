@@ -58,6 +58,14 @@ class Context:
         default="",
         metadata={"description": "Path of a scripted-model file (demo/tests): no endpoint is called."},
     )
+    record: str = field(
+        default="",
+        metadata={"description": "Append every model call (prompt hash, prompt, reply, usage) to this cassette."},
+    )
+    replay: str = field(
+        default="",
+        metadata={"description": "Answer every model call from this cassette: no endpoint is called."},
+    )
     max_rounds: int = field(default=3, metadata={"description": "Optimization rounds after the seed round."})
     max_repairs: int = field(
         default=3, metadata={"description": "Repair attempts per candidate before it is abandoned."}
@@ -97,8 +105,8 @@ class Context:
         return float(getattr(self, f"{role}_temperature", 0.2))
 
     def has_llm(self) -> bool:
-        """True when a model endpoint or a scripted model is configured."""
-        return bool(self.scripted or self.model or any(self.role_model(r) for r in ROLES))
+        """True when a model endpoint, a scripted model or a replay cassette is configured."""
+        return bool(self.scripted or self.replay or self.model or any(self.role_model(r) for r in ROLES))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (saved in the run directory so ``resume`` uses the same settings)."""

@@ -78,6 +78,10 @@ def optimize(
     runs_dir: Annotated[Path | None, typer.Option(help="Where run directories go (default ./runs).")] = None,
     thread_id: Annotated[str, typer.Option(help="Thread id to use (default: generated).")] = "",
     config: Annotated[Path | None, typer.Option(help="TOML config file (default ./kernelskill.toml).")] = None,
+    record: Annotated[str | None, typer.Option(help="Record every model call to this cassette file.")] = None,
+    replay: Annotated[
+        str | None, typer.Option(help="Replay model calls from this cassette file (no endpoint is called).")
+    ] = None,
 ) -> None:
     """Optimize one task; prints the thread id, progress and the final report."""
     from kernelskill.graph.context import load_context
@@ -93,7 +97,15 @@ def optimize(
         console.print(f"[red]unusable task file:[/] {e}")
         raise typer.Exit(2) from None
     ctx = load_context(
-        config, model=model, base_url=base_url, scripted=scripted, max_rounds=rounds, max_repairs=repairs, device=device
+        config,
+        model=model,
+        base_url=base_url,
+        scripted=scripted,
+        max_rounds=rounds,
+        max_repairs=repairs,
+        device=device,
+        record=str(Path(record).resolve()) if record else None,
+        replay=str(Path(replay).resolve()) if replay else None,
     )
     check_mode(ctx)
     run = new_run(task_file, ctx, root=runs_dir, thread_id=thread_id)

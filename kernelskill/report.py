@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 
 def mode_label(ctx: Any) -> str:
     """How the model-backed roles were served."""
+    if getattr(ctx, "replay", ""):
+        return f"REPLAYED from cassette {ctx.replay} - no model was called"
     if ctx.scripted:
         return f"SCRIPTED model ({ctx.scripted}) - replies come from a file, not a live model"
     return f"model {ctx.model or ctx.role_model('generator')}" + (f" at {ctx.base_url}" if ctx.base_url else "")

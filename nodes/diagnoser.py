@@ -13,7 +13,7 @@ from kernelskill.skills_kb.retrieve import cards_text, retrieve
 
 from .candidates import make_candidate
 from .codeblock import extract_code
-from .llm import ask
+from .llm import ask, call_index
 from .prompting import render
 
 
@@ -38,7 +38,7 @@ def diagnoser(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         history=failure_history(state),
         skills=cards_text(cards),
     )
-    reply, usage = ask(ctx, "diagnoser", system, user)
+    reply, usage = ask(ctx, "diagnoser", system, user, call_index(state, "diagnoser"))
     source, problem = extract_code(reply)
     new = make_candidate(
         state, source, "diagnoser", cand["id"], state.get("round", 0), problem or f"repair {repair} of {cand['id']}"

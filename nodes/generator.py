@@ -14,7 +14,7 @@ from kernelskill.skills_kb.retrieve import cards_text, retrieve
 
 from .candidates import make_candidate
 from .codeblock import extract_code
-from .llm import ask
+from .llm import ask, call_index
 from .prompting import render
 
 
@@ -44,7 +44,7 @@ def generator(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     task = load_task(state["task_path"])
     cards = retrieve("write a first Triton kernel for: " + task_summary(task["source"]), k=3, db_dir=ctx.skills_db)
     system, user = render("generator", task_name=task["name"], reference=task["source"], skills=cards_text(cards))
-    reply, usage = ask(ctx, "generator", system, user)
+    reply, usage = ask(ctx, "generator", system, user, call_index(state, "generator"))
     source, problem = extract_code(reply)
     cand = make_candidate(state, source, "generator", None, 0, problem or "seed from the model")
     return {

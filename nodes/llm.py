@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from kernelskill.graph.context import Context
+
+from .cassette import prompt_hash, record_call, replay_call
 
 
 class ModelConfigError(RuntimeError):
@@ -118,16 +121,67 @@ def chat_model(ctx: Context, role: str) -> BaseChatModel:
     )
 
 
-def ask(ctx: Context, role: str, system: str, user: str) -> tuple[str, dict[str, Any]]:
-    """One model call; returns the reply text and a token-usage record for the state."""
-    model = chat_model(ctx, role)
-    reply = model.invoke([SystemMessage(content=system), HumanMessage(content=user)])
-    usage = getattr(reply, "usage_metadata", None) or {}
-    text = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
+def call_index(state: Mapping[str, Any], role: str) -> int:
+    """The role's next call number in this run (0-based), from the state's token records."""
+    return sum(1 for t in state.get("tokens", []) if t.get("role") == role)
+
+
+def model_label(ctx: Context, role: str) -> str:
+    """The model name recorded with a call."""
+    if ctx.replay:
+        return "replay"
+    return "scripted" if ctx.scripted else ctx.role_model(role)
+
+
+_DECIMAL = re.compile(r"(?<![\w.])\d+\.\d+(?:[eE][-+]?\d+)?")
+
+
+def _portable(ctx: Context, text: str) -> str:
+    """The prompt as the cassette keys it: stable across runs of the same trajectory.
+
+    This run's directory becomes ``$RUN_DIR`` and decimal numbers become ``#.#``: timings and
+    profile metrics differ from run to run, the choices they lead to (plans, code) do not.
+    """
+    if ctx.run_dir:
+        text = text.replace(ctx.run_dir, "$RUN_DIR")
+    return _DECIMAL.sub("#.#", text)
+
+
+def ask(ctx: Context, role: str, system: str, user: str, index: int = 0) -> tuple[str, dict[str, Any]]:
+    """One model call; returns the reply text and a token-usage record for the state.
+
+    With ``ctx.replay`` the reply comes from the cassette (no model is built or called; a prompt
+    the cassette lacks raises :class:`~kernelskill.nodes.cassette.ReplayDivergence`); with
+    ``ctx.record`` the call is appended to the cassette. ``index`` is the role's call number
+    (:func:`call_index`), used to name a diverging call.
+    """
+    key_system, key_user = _portable(ctx, system), _portable(ctx, user)
+    if ctx.replay:
+        entry = replay_call(ctx.replay, role, index, key_system, key_user)
+        text, usage = entry["reply"], entry.get("usage") or {}
+    else:
+        model = chat_model(ctx, role)
+        reply = model.invoke([SystemMessage(content=system), HumanMessage(content=user)])
+        usage = dict(getattr(reply, "usage_metadata", None) or {})
+        text = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
     record = {
         "role": role,
-        "model": "scripted" if ctx.scripted else ctx.role_model(role),
+        "model": model_label(ctx, role),
         "input_tokens": int(usage.get("input_tokens", 0)),
         "output_tokens": int(usage.get("output_tokens", 0)),
     }
+    if ctx.record and not ctx.replay:
+        record_call(
+            ctx.record,
+            {
+                "role": role,
+                "index": index,
+                "sha256": prompt_hash(key_system, key_user),
+                "model": record["model"],
+                "system": key_system,
+                "user": key_user,
+                "reply": text,
+                "usage": {"input_tokens": record["input_tokens"], "output_tokens": record["output_tokens"]},
+            },
+        )
     return text, record

@@ -14,7 +14,7 @@ from kernelskill.skills_kb.library import default_library, render_card
 
 from .candidates import make_candidate
 from .codeblock import extract_code
-from .llm import ask
+from .llm import ask, call_index
 from .prompting import render
 
 
@@ -44,7 +44,7 @@ def optimizer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         skill=render_card(card, full=True) + f"\n\nWhy this skill: {plan['reason']}",
         history=trajectory_summary(state),
     )
-    reply, usage = ask(ctx, "optimizer", system, user)
+    reply, usage = ask(ctx, "optimizer", system, user, call_index(state, "optimizer"))
     source, problem = extract_code(reply)
     new = make_candidate(
         state, source, "optimizer", best["candidate"]["id"], rnd, problem or f"apply {plan['skill_id']}"
