@@ -66,6 +66,12 @@ class Context:
         default="",
         metadata={"description": "Answer every model call from this cassette: no endpoint is called."},
     )
+    price_in_per_mtok: float = field(
+        default=0.0, metadata={"description": "USD per 1M input tokens, for the cost estimate (0 = unknown)."}
+    )
+    price_out_per_mtok: float = field(
+        default=0.0, metadata={"description": "USD per 1M output tokens, for the cost estimate (0 = unknown)."}
+    )
     max_rounds: int = field(default=3, metadata={"description": "Optimization rounds after the seed round."})
     max_repairs: int = field(
         default=3, metadata={"description": "Repair attempts per candidate before it is abandoned."}

@@ -78,6 +78,8 @@ def optimize(
     runs_dir: Annotated[Path | None, typer.Option(help="Where run directories go (default ./runs).")] = None,
     thread_id: Annotated[str, typer.Option(help="Thread id to use (default: generated).")] = "",
     config: Annotated[Path | None, typer.Option(help="TOML config file (default ./kernelskill.toml).")] = None,
+    price_in: Annotated[float | None, typer.Option(help="USD per 1M input tokens (cost estimate).")] = None,
+    price_out: Annotated[float | None, typer.Option(help="USD per 1M output tokens (cost estimate).")] = None,
     record: Annotated[str | None, typer.Option(help="Record every model call to this cassette file.")] = None,
     replay: Annotated[
         str | None, typer.Option(help="Replay model calls from this cassette file (no endpoint is called).")
@@ -104,6 +106,8 @@ def optimize(
         max_rounds=rounds,
         max_repairs=repairs,
         device=device,
+        price_in_per_mtok=price_in,
+        price_out_per_mtok=price_out,
         record=str(Path(record).resolve()) if record else None,
         replay=str(Path(replay).resolve()) if replay else None,
     )

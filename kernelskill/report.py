@@ -21,15 +21,28 @@ def mode_label(ctx: Any) -> str:
     return f"model {ctx.model or ctx.role_model('generator')}" + (f" at {ctx.base_url}" if ctx.base_url else "")
 
 
-def token_totals(state: State) -> dict[str, dict[str, int]]:
-    """Input/output tokens per role and in total."""
-    totals: dict[str, dict[str, int]] = defaultdict(lambda: {"calls": 0, "input_tokens": 0, "output_tokens": 0})
+def cost_usd(input_tokens: int, output_tokens: int, price_in: float, price_out: float) -> float | None:
+    """Estimated cost in USD from prices per 1M tokens; None (unknown) when neither price is set."""
+    if not price_in and not price_out:
+        return None
+    return input_tokens / 1e6 * price_in + output_tokens / 1e6 * price_out
+
+
+def token_totals(state: State, price_in: float = 0.0, price_out: float = 0.0) -> dict[str, dict[str, Any]]:
+    """Calls, input/output tokens and estimated cost (``cost_usd``, None = unknown) per role and in total."""
+    totals: dict[str, dict[str, Any]] = defaultdict(lambda: {"calls": 0, "input_tokens": 0, "output_tokens": 0})
     for t in state.get("tokens", []):
         for key in (t["role"], "total"):
             totals[key]["calls"] += 1
             totals[key]["input_tokens"] += t["input_tokens"]
             totals[key]["output_tokens"] += t["output_tokens"]
+    for row in totals.values():
+        row["cost_usd"] = cost_usd(row["input_tokens"], row["output_tokens"], price_in, price_out)
     return dict(totals)
+
+
+def _money(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:.4f}"
 
 
 def build_report(run: Run, state: State) -> dict[str, Any]:
@@ -45,7 +58,11 @@ def build_report(run: Run, state: State) -> dict[str, Any]:
         "best_review": review,
         "trajectory": state.get("trajectory", []),
         "attempts": state.get("attempts", []),
-        "tokens": token_totals(state),
+        "tokens": token_totals(
+            state,
+            float(getattr(run.context, "price_in_per_mtok", 0.0) or 0.0),
+            float(getattr(run.context, "price_out_per_mtok", 0.0) or 0.0),
+        ),
         "candidates": len(state.get("candidates", [])),
     }
 
@@ -86,9 +103,14 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"| {e['round']} | {e['candidate_id']} | {e['skill_id'] or 'seed'} | {e['outcome']} | "
             f"{e['repairs']} | {rt} | {e['timing_kind'] or '-'} | {'yes' if e['improved'] else 'no'} | {note} |"
         )
-    lines += ["", "## Tokens", "", "| role | calls | input | output |", "|---|---|---|---|"]
-    for role, t in sorted(report["tokens"].items()):
-        lines.append(f"| {role} | {t['calls']} | {t['input_tokens']} | {t['output_tokens']} |")
+    lines += ["", "## Tokens and cost", "", "| role | calls | input | output | cost |", "|---|---|---|---|---|"]
+    for role, t in sorted(report["tokens"].items(), key=lambda kv: (kv[0] == "total", kv[0])):
+        lines.append(
+            f"| {role} | {t['calls']} | {t['input_tokens']} | {t['output_tokens']} | {_money(t.get('cost_usd'))} |"
+        )
+    if report["tokens"] and report["tokens"].get("total", {}).get("cost_usd") is None:
+        lines.append("")
+        lines.append("cost unknown: set price_in_per_mtok / price_out_per_mtok (USD per 1M tokens)")
     return "\n".join(lines) + "\n"
 
 
