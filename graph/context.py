@@ -58,6 +58,15 @@ class Context:
         default="",
         metadata={"description": "Path of a scripted-model file (demo/tests): no endpoint is called."},
     )
+    max_retries: int = field(
+        default=4,
+        metadata={"description": "Retries of a model call on rate limits (429), 5xx and connection errors (backoff)."},
+    )
+    request_timeout_s: float = field(default=300.0, metadata={"description": "Time limit of one model call (s)."})
+    preflight: bool = field(
+        default=True,
+        metadata={"description": "Check the endpoint, key and models with one cheap request before the run."},
+    )
     record: str = field(
         default="",
         metadata={"description": "Append every model call (prompt hash, prompt, reply, usage) to this cassette."},

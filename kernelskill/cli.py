@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from kernelskill.cli_common import check_mode, console
+from kernelskill.cli_common import check_endpoint, check_mode, console
 
 app = typer.Typer(help="Turn a PyTorch module into verified, faster Triton kernels.", no_args_is_help=True)
 
@@ -112,6 +112,7 @@ def optimize(
         replay=str(Path(replay).resolve()) if replay else None,
     )
     check_mode(ctx)
+    check_endpoint(ctx)
     run = new_run(task_file, ctx, root=runs_dir, thread_id=thread_id)
     _run(run, resume=False)
 
@@ -129,6 +130,7 @@ def resume(
     except RunError as e:
         console.print(f"[red]{e}[/]")
         raise typer.Exit(2) from None
+    check_endpoint(run.context)
     _run(run, resume=True)
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 console = Console(highlight=False, soft_wrap=True)
 
@@ -30,3 +31,18 @@ def check_mode(ctx: Any) -> None:
         )
     )
     raise typer.Exit(2)
+
+
+def check_endpoint(ctx: Any) -> None:
+    """Exit 2 with a readable message when the endpoint rejects the key, is unreachable or lacks a model."""
+    from kernelskill.preflight import PreflightError, preflight
+
+    if not getattr(ctx, "preflight", True):
+        return
+    try:
+        models = preflight(ctx)
+    except PreflightError as e:
+        console.print(f"[red]model endpoint check failed:[/] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    if models:
+        console.print(f"endpoint ok: {ctx.base_url or 'OpenAI'} serves {', '.join(models)}")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kernelskill.cli_common import check_mode, console
+from kernelskill.cli_common import check_endpoint, check_mode, console
 
 eval_app = typer.Typer(
     help="Run the optimizer over a task suite (resumable) and summarize; `report` and `compare` read eval runs.",
@@ -60,6 +60,7 @@ def eval_cmd(
         raise typer.Exit(2) from None
     ctx = load_context(None, scripted=scripted, model=model, max_rounds=rounds, device=device)
     check_mode(ctx)
+    check_endpoint(ctx)
     try:
         summary = run_eval(
             levels=levels,

@@ -116,8 +116,8 @@ def chat_model(ctx: Context, role: str) -> BaseChatModel:
         base_url=ctx.base_url or None,
         api_key=key,  # type: ignore[arg-type]
         temperature=ctx.role_temperature(role),
-        max_retries=4,
-        timeout=300,
+        max_retries=ctx.max_retries,
+        timeout=ctx.request_timeout_s,
     )
 
 
