@@ -8,7 +8,7 @@ overwritten by the node that returns them; accumulating fields say how they accu
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from kernelskill.runner.result import ReviewResult
 
@@ -32,6 +32,7 @@ class Candidate(TypedDict):
     parent_id: str | None
     round: int
     note: str  # the plan or repair that produced it, one line
+    verdict: NotRequired[dict[str, Any]]  # the diagnoser's verdict (root_cause, evidence, fix_plan)
 
 
 class Plan(TypedDict):
@@ -41,6 +42,10 @@ class Plan(TypedDict):
     title: str
     reason: str  # why the policy allowed it and why it ranks first
     trace: list[str]  # the decision trace: rules that fired, with their numbers
+    source: NotRequired[str]  # "policy" (deterministic) or "model" (a model-backed planner's verdict)
+    rationale: NotRequired[str]  # the model-backed planner's verdict fields
+    expected_effect: NotRequired[str]
+    code_region: NotRequired[str]
 
 
 class Best(TypedDict):
@@ -64,6 +69,8 @@ class TrajectoryEntry(TypedDict):
     speedup_vs_eager: float | None
     error_digest: str
     improved: bool  # became the new best
+    diagnosis: NotRequired[str]  # root cause named by the last repair of this round, if any
+    plan: NotRequired[dict[str, Any]]  # the plan's verdict fields (source, rationale, expected effect, region)
 
 
 class Attempt(TypedDict):

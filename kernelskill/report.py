@@ -98,7 +98,10 @@ def render_markdown(report: dict[str, Any]) -> str:
     ]
     for e in report["trajectory"]:
         rt = f"{e['runtime_ms']:.4f}" if e["runtime_ms"] is not None else "-"
-        note = (e["error_digest"] or e["plan_reason"]).replace("|", "/")[:120]
+        note = e["error_digest"] or e["plan_reason"]
+        if e.get("diagnosis"):
+            note += f" (repair: {e['diagnosis']})"
+        note = note.replace("|", "/")[:160]
         lines.append(
             f"| {e['round']} | {e['candidate_id']} | {e['skill_id'] or 'seed'} | {e['outcome']} | "
             f"{e['repairs']} | {rt} | {e['timing_kind'] or '-'} | {'yes' if e['improved'] else 'no'} | {note} |"

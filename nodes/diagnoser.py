@@ -12,9 +12,9 @@ from kernelskill.graph.state import State
 from kernelskill.skills_kb.retrieve import cards_text, retrieve
 
 from .candidates import make_candidate
-from .codeblock import extract_code
-from .llm import ask, call_index
+from .llm import ask_verdict, call_index
 from .prompting import render
+from .verdicts import DiagnoserVerdict, diagnoser_code, diagnoser_from_text
 
 
 def diagnoser(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -38,9 +38,15 @@ def diagnoser(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         history=failure_history(state),
         skills=cards_text(cards),
     )
-    reply, usage = ask(ctx, "diagnoser", system, user, call_index(state, "diagnoser"))
-    source, problem = extract_code(reply)
-    new = make_candidate(
-        state, source, "diagnoser", cand["id"], state.get("round", 0), problem or f"repair {repair} of {cand['id']}"
+    verdict, reply, usage = ask_verdict(
+        ctx, "diagnoser", system, user, DiagnoserVerdict, call_index(state, "diagnoser")
     )
+    if isinstance(verdict, DiagnoserVerdict):
+        source, problem = diagnoser_code(verdict)
+    else:
+        verdict, problem = diagnoser_from_text(reply)
+        source = verdict.code
+    note = problem or f"repair {repair} of {cand['id']}" + (f": {verdict.root_cause}" if verdict.root_cause else "")
+    new = make_candidate(state, source, "diagnoser", cand["id"], state.get("round", 0), note[:300])
+    new["verdict"] = verdict.model_dump(exclude={"code"})
     return {"current": new, "candidates": [new], "repairs": repair, "tokens": [usage]}

@@ -19,6 +19,7 @@ from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import BaseModel
 
 from kernelskill.graph.context import Context
 
@@ -121,6 +122,21 @@ def chat_model(ctx: Context, role: str) -> BaseChatModel:
     )
 
 
+def role_has_model(ctx: Context, role: str) -> bool:
+    """True when ``role`` itself is model-backed: its own model, a scripted rule, or replayed calls.
+
+    The planner is deterministic unless this holds (the shared ``model`` does not make it so).
+    """
+    if ctx.replay:
+        from .cassette import load_cassette
+
+        return any(e["role"] == role for e in load_cassette(ctx.replay))
+    if ctx.scripted:
+        path = Path(ctx.scripted).resolve()
+        return path.is_file() and any(r.get("role") == role for r in _load_script(str(path)).get("rules", []))
+    return bool(getattr(ctx, f"{role}_model", ""))
+
+
 def call_index(state: Mapping[str, Any], role: str) -> int:
     """The role's next call number in this run (0-based), from the state's token records."""
     return sum(1 for t in state.get("tokens", []) if t.get("role") == role)
@@ -185,3 +201,75 @@ def ask(ctx: Context, role: str, system: str, user: str, index: int = 0) -> tupl
             },
         )
     return text, record
+
+
+def _structured_model(ctx: Context, role: str, schema: type[BaseModel]) -> Any | None:
+    """``with_structured_output`` on the role's model, or None when it lacks support (scripted...)."""
+    model = chat_model(ctx, role)
+    if isinstance(model, ScriptedChatModel):
+        return None
+    try:
+        return model.with_structured_output(schema, include_raw=True)
+    except NotImplementedError:
+        return None
+
+
+def ask_verdict(
+    ctx: Context, role: str, system: str, user: str, schema: type[BaseModel], index: int = 0
+) -> tuple[BaseModel | None, str, dict[str, Any]]:
+    """A call that asks for a structured verdict: ``(verdict or None, reply text, usage record)``.
+
+    Uses structured output where the endpoint supports it; otherwise (scripted models, servers that
+    refuse ``response_format``, a reply that does not validate) the plain reply text comes back with
+    ``verdict`` None and the caller parses it. Record/replay work as in :func:`ask`: a structured
+    reply is stored as its JSON with ``"structured": true``.
+    """
+    if ctx.replay:
+        key_system, key_user = _portable(ctx, system), _portable(ctx, user)
+        entry = replay_call(ctx.replay, role, index, key_system, key_user)
+        usage = entry.get("usage") or {}
+        record = {
+            "role": role,
+            "model": "replay",
+            "input_tokens": int(usage.get("input_tokens", 0)),
+            "output_tokens": int(usage.get("output_tokens", 0)),
+        }
+        verdict = schema.model_validate_json(entry["reply"]) if entry.get("structured") else None
+        return verdict, entry["reply"], record
+    import openai
+
+    structured = _structured_model(ctx, role, schema)
+    if structured is None:
+        text, record = ask(ctx, role, system, user, index)
+        return None, text, record
+    try:
+        out = structured.invoke([SystemMessage(content=system), HumanMessage(content=user)])
+    except openai.BadRequestError:  # the server does not do structured output: plain text instead
+        text, record = ask(ctx, role, system, user, index)
+        return None, text, record
+    raw, parsed = out.get("raw"), out.get("parsed")
+    usage = dict(getattr(raw, "usage_metadata", None) or {})
+    content = getattr(raw, "content", "") or ""
+    text = parsed.model_dump_json() if parsed is not None else (content if isinstance(content, str) else "")
+    record = {
+        "role": role,
+        "model": model_label(ctx, role),
+        "input_tokens": int(usage.get("input_tokens", 0)),
+        "output_tokens": int(usage.get("output_tokens", 0)),
+    }
+    if ctx.record:
+        record_call(
+            ctx.record,
+            {
+                "role": role,
+                "index": index,
+                "sha256": prompt_hash(_portable(ctx, system), _portable(ctx, user)),
+                "model": record["model"],
+                "system": _portable(ctx, system),
+                "user": _portable(ctx, user),
+                "reply": text,
+                "structured": parsed is not None,
+                "usage": {"input_tokens": record["input_tokens"], "output_tokens": record["output_tokens"]},
+            },
+        )
+    return parsed, text, record

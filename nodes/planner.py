@@ -8,6 +8,10 @@
 3. **Priors**: each skill's smoothed win rate on earlier tasks, from the outcome store next to the
    run directories (``skill_outcomes.jsonl``; GPU-timed rounds only).
 
+With a model configured for the planner itself (``planner_model``, or a scripted / replayed
+planner), the model chooses among the ranked allowed skills (``nodes/planner_model.py``); otherwise
+the top-ranked skill is the plan.
+
 Sort key: ``(preferred group, -(similarity + prior_weight * (win_rate - 0.5)), skill id)`` (see
 ``skills_kb/ranking.py``). A skill whose round already failed on this task is never chosen again.
 """
@@ -29,6 +33,8 @@ from kernelskill.skills_kb.ranking import Ranked, rank
 from kernelskill.skills_kb.situation import describe_situation
 
 from .candidates import run_dir
+from .llm import role_has_model
+from .planner_model import model_plan
 
 SHOWN = 5  # ranked skills named in the plan's trace
 
@@ -69,5 +75,9 @@ def planner(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         reason=f"bottleneck {decision.bottleneck} (rule {decision.rule}); {_why(top)}; "
         f"{len(ranked) - 1} other allowed skill(s) left",
         trace=trace,
+        source="policy",
     )
-    return {"decision": decision.to_dict(), "plan": plan}
+    update: dict[str, Any] = {"decision": decision.to_dict(), "plan": plan}
+    if role_has_model(ctx, "planner"):
+        update["plan"], update["tokens"] = model_plan(state, ctx, decision, ranked, plan)
+    return update

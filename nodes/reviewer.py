@@ -69,21 +69,24 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if round_finished(after):
         plan = state.get("plan") if rnd > 0 else None
         skill = plan["skill_id"] if plan else None
-        update["trajectory"] = [
-            TrajectoryEntry(
-                round=rnd,
-                candidate_id=cand["id"],
-                skill_id=skill,
-                plan_reason=plan["reason"] if plan else "seed",
-                outcome=review["status"] if review["status"] == "correct" else "abandoned",
-                repairs=state.get("repairs", 0),
-                runtime_ms=review.get("runtime_ms"),
-                timing_kind=review.get("timing_kind"),
-                speedup_vs_eager=review.get("speedup_vs_eager"),
-                error_digest=review.get("error_digest", ""),
-                improved=improved,
-            )
-        ]
+        entry = TrajectoryEntry(
+            round=rnd,
+            candidate_id=cand["id"],
+            skill_id=skill,
+            plan_reason=plan["reason"] if plan else "seed",
+            outcome=review["status"] if review["status"] == "correct" else "abandoned",
+            repairs=state.get("repairs", 0),
+            runtime_ms=review.get("runtime_ms"),
+            timing_kind=review.get("timing_kind"),
+            speedup_vs_eager=review.get("speedup_vs_eager"),
+            error_digest=review.get("error_digest", ""),
+            improved=improved,
+        )
+        if cand.get("verdict", {}).get("root_cause"):
+            entry["diagnosis"] = cand["verdict"]["root_cause"]
+        if plan:
+            entry["plan"] = {k: plan[k] for k in ("source", "rationale", "expected_effect", "code_region") if k in plan}
+        update["trajectory"] = [entry]
         if skill and not improved:
             update["failed_plans"] = [skill]
         if skill:  # long-term memory: the round's outcome feeds the skill priors (never raises)
