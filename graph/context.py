@@ -85,6 +85,20 @@ class Context:
     max_repairs: int = field(
         default=3, metadata={"description": "Repair attempts per candidate before it is abandoned."}
     )
+    max_tokens: int = field(
+        default=0, metadata={"description": "Stop when the model calls have used this many tokens (0 = no limit)."}
+    )
+    max_wall_s: float = field(
+        default=0.0, metadata={"description": "Stop after this much wall time since the start, seconds (0 = none)."}
+    )
+    target_sol_pct: float = field(
+        default=0.0,
+        metadata={"description": "Stop once the best reaches this % of speed-of-light (review sol_pct; 0 = off)."},
+    )
+    patience: int = field(
+        default=0,
+        metadata={"description": "Stop after this many optimization rounds in a row without improvement (0 = off)."},
+    )
     device: str = field(
         default="auto",
         metadata={"description": "Where candidates run: auto (CUDA if present), cuda, or cpu."},
@@ -122,6 +136,17 @@ class Context:
     def has_llm(self) -> bool:
         """True when a model endpoint, a scripted model or a replay cassette is configured."""
         return bool(self.scripted or self.replay or self.model or any(self.role_model(r) for r in ROLES))
+
+    def budget(self) -> dict[str, Any]:
+        """The limits the routers read, for ``state["budget"]``."""
+        return {
+            "max_rounds": self.max_rounds,
+            "max_repairs": self.max_repairs,
+            "max_tokens": self.max_tokens,
+            "max_wall_s": self.max_wall_s,
+            "target_sol_pct": self.target_sol_pct,
+            "patience": self.patience,
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (saved in the run directory so ``resume`` uses the same settings)."""

@@ -83,10 +83,14 @@ class Attempt(TypedDict):
 
 
 class Budget(TypedDict):
-    """Limits the routers read (copied from the run context by the generator)."""
+    """Limits the routers read (copied from the run context by the generator; 0 = no limit)."""
 
     max_rounds: int
     max_repairs: int
+    max_tokens: NotRequired[int]  # input + output tokens of all model calls
+    max_wall_s: NotRequired[float]  # wall time since the run started (``elapsed_s``)
+    target_sol_pct: NotRequired[float]  # stop once the best reaches this % of speed-of-light
+    patience: NotRequired[int]  # stop after this many optimization rounds in a row without improvement
 
 
 class InputState(TypedDict, total=False):
@@ -110,6 +114,8 @@ class State(TypedDict, total=False):
     decision: dict[str, Any]  # the policy's decision (bottleneck, allowed skills, trace)
     plan: Plan | None  # this round's plan; None when nothing applicable is left
     stop_reason: str  # why the run ended (set by the node that ends it)
+    started_at: float  # time.time() when the generator ran (wall-time budget)
+    elapsed_s: float  # seconds since ``started_at``, as of the latest review
     candidates: Annotated[list[Candidate], operator.add]
     """Every candidate produced, in order (appended)."""
     attempts: Annotated[list[Attempt], operator.add]

@@ -78,6 +78,14 @@ def optimize(
     runs_dir: Annotated[Path | None, typer.Option(help="Where run directories go (default ./runs).")] = None,
     thread_id: Annotated[str, typer.Option(help="Thread id to use (default: generated).")] = "",
     config: Annotated[Path | None, typer.Option(help="TOML config file (default ./kernelskill.toml).")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Stop after this many model tokens (0 = no limit).")] = None,
+    max_wall_s: Annotated[float | None, typer.Option(help="Stop after this much wall time, s (0 = none).")] = None,
+    target_sol: Annotated[
+        float | None, typer.Option(help="Stop once the best reaches this % of speed-of-light (0 = off).")
+    ] = None,
+    patience: Annotated[
+        int | None, typer.Option(help="Stop after N optimization rounds in a row without improvement (0 = off).")
+    ] = None,
     price_in: Annotated[float | None, typer.Option(help="USD per 1M input tokens (cost estimate).")] = None,
     price_out: Annotated[float | None, typer.Option(help="USD per 1M output tokens (cost estimate).")] = None,
     record: Annotated[str | None, typer.Option(help="Record every model call to this cassette file.")] = None,
@@ -106,6 +114,10 @@ def optimize(
         max_rounds=rounds,
         max_repairs=repairs,
         device=device,
+        max_tokens=max_tokens,
+        max_wall_s=max_wall_s,
+        target_sol_pct=target_sol,
+        patience=patience,
         price_in_per_mtok=price_in,
         price_out_per_mtok=price_out,
         record=str(Path(record).resolve()) if record else None,

@@ -54,6 +54,8 @@ def build_report(run: Run, state: State) -> dict[str, Any]:
         "task": state.get("task", {}).get("path", run.task_path),
         "mode": mode_label(run.context),
         "stop_reason": state.get("stop_reason", "(not finished)"),
+        "budget": state.get("budget", {}),
+        "elapsed_s": state.get("elapsed_s"),
         "best_candidate": best["candidate"]["id"] if best else None,
         "best_review": review,
         "trajectory": state.get("trajectory", []),

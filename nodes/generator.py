@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,8 @@ def generator(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     cand = make_candidate(state, source, "generator", None, 0, problem or "seed from the model")
     return {
         "task": task,
-        "budget": {"max_rounds": ctx.max_rounds, "max_repairs": ctx.max_repairs},
+        "budget": ctx.budget(),
+        "started_at": time.time(),
         "round": 0,
         "repairs": 0,
         "current": cand,

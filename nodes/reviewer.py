@@ -10,6 +10,7 @@ CPU-only machine the first correct candidate stays the best.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from langgraph.graph import END
@@ -31,6 +32,18 @@ def is_better(new: ReviewResult, old: ReviewResult) -> bool:
     if new.get("timing_kind") != "cuda_events" or old.get("timing_kind") != "cuda_events":
         return False
     return float(new["runtime_ms"] or 0) < float(old["runtime_ms"] or 0) * (1 - IMPROVEMENT)
+
+
+APPENDED = ("candidates", "attempts", "trajectory", "failed_plans", "tokens")
+
+
+def merged(state: State, update: dict[str, Any]) -> State:
+    """The state as the routers will see it after ``update`` (appending fields appended)."""
+    out: dict[str, Any] = {**state, **update}
+    for key in APPENDED:
+        if key in update:
+            out[key] = list(state.get(key, [])) + list(update[key])
+    return out
 
 
 def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -65,8 +78,7 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         if best is None or is_better(review, best["review"]):
             update["best"] = {"candidate": cand, "review": review}
             improved = True
-    after: State = {**state, **update}
-    if round_finished(after):
+    if round_finished(merged(state, update)):
         plan = state.get("plan") if rnd > 0 else None
         skill = plan["skill_id"] if plan else None
         entry = TrajectoryEntry(
@@ -93,7 +105,9 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             from kernelskill.skills_kb.outcomes import record_round
 
             record_round(run_dir(ctx), state, review, improved)
-    nxt, reason = decide_after_review(after)
+    if "started_at" in state:
+        update["elapsed_s"] = round(time.time() - state["started_at"], 3)
+    nxt, reason = decide_after_review(merged(state, update))
     if nxt == END:
         update["stop_reason"] = reason
     return update
