@@ -85,6 +85,11 @@ class Context:
     max_repairs: int = field(
         default=3, metadata={"description": "Repair attempts per candidate before it is abandoned."}
     )
+    seeds: int = field(default=1, metadata={"description": "Seed candidates the generator writes."})
+    parents: int = field(default=3, metadata={"description": "Correct candidates kept as parents (best first)."})
+    explore: float = field(
+        default=0.1, metadata={"description": "Chance that a round starts from a parent other than the best."}
+    )
     max_tokens: int = field(
         default=0, metadata={"description": "Stop when the model calls have used this many tokens (0 = no limit)."}
     )

@@ -115,6 +115,11 @@ class State(TypedDict, total=False):
     plan: Plan | None  # this round's plan; None when nothing applicable is left
     stop_reason: str  # why the run ended (set by the node that ends it)
     started_at: float  # time.time() when the generator ran (wall-time budget)
+    search: dict[str, Any]  # seeds, parents (pool width), explore (rate), seed (see nodes/search.py)
+    pending_seeds: list[Candidate]  # extra seeds the reviewer has still to review
+    parents: list[Best]  # the pool of correct candidates, best first
+    parent: Best  # this round's parent (nodes/search.py)
+    search_note: str  # how the parent was chosen
     elapsed_s: float  # seconds since ``started_at``, as of the latest review
     candidates: Annotated[list[Candidate], operator.add]
     """Every candidate produced, in order (appended)."""

@@ -91,13 +91,17 @@ def describe(node: str, update: dict[str, Any]) -> str:
             msg = f"{r.get('candidate_id')}: correct, {t}" + (" - new best" if "best" in update else "")
         else:
             msg = f"{r.get('candidate_id')}: {r['status']}: {r.get('error_digest', '')[:160]}"
+        extra = update.get("attempts", [])[1:]
+        if extra:
+            msg += " | extra seeds: " + ", ".join(f"{a['candidate_id']} {a['status']}" for a in extra)
         if update.get("stop_reason"):
             msg += f" | stop: {update['stop_reason']}"
         return msg
     if node == "feature_extractor":
         f = update["features"]
         flags = [k for k in ("is_pointwise", "has_reduction", "uses_dot", "has_loops") if f.get(k)]
-        return f"{f.get('num_kernels', 0)} kernel(s), {', '.join(flags) or 'no flags'}"
+        note = f"; {update['search_note']}" if update.get("search_note") else ""
+        return f"{f.get('num_kernels', 0)} kernel(s), {', '.join(flags) or 'no flags'}{note}"
     if node == "planner":
         p = update.get("plan")
         d = update["decision"]

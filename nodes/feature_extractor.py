@@ -8,6 +8,8 @@ from typing import Any
 from kernelskill.graph.state import State
 from kernelskill.runner.static_check import dotted_name as _dotted
 
+from .search import select_parent
+
 _REDUCTIONS = {"sum", "max", "min", "reduce", "argmax", "argmin", "xor_sum", "cumsum", "cumprod"}
 _TRANSCENDENTAL = {"exp", "exp2", "log", "log2", "sin", "cos", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "pow"}
 _TORCH_COMPUTE = {
@@ -123,6 +125,6 @@ def extract_features(source: str) -> dict[str, Any]:
 
 
 def feature_extractor(state: State) -> dict[str, Any]:
-    """Node: features of the best candidate so far."""
-    best = state["best"]["candidate"]
-    return {"features": extract_features(best["source"])}
+    """Node: choose this round's parent (``nodes/search.py``: best-first, sometimes another) and read its features."""
+    parent, why = select_parent(state)
+    return {"parent": parent, "search_note": why, "features": extract_features(parent["candidate"]["source"])}

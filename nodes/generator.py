@@ -10,7 +10,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from kernelskill.graph.context import Context
-from kernelskill.graph.state import State, Task
+from kernelskill.graph.state import Candidate, State, Task
 from kernelskill.skills_kb.retrieve import cards_text, retrieve
 
 from .candidates import make_candidate
@@ -44,17 +44,28 @@ def generator(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context or Context()
     task = load_task(state["task_path"])
     cards = retrieve("write a first Triton kernel for: " + task_summary(task["source"]), k=3, db_dir=ctx.skills_db)
-    system, user = render("generator", task_name=task["name"], reference=task["source"], skills=cards_text(cards))
-    reply, usage = ask(ctx, "generator", system, user, call_index(state, "generator"))
-    source, problem = extract_code(reply)
-    cand = make_candidate(state, source, "generator", None, 0, problem or "seed from the model")
+    seeds: list[Candidate] = []
+    tokens: list[dict[str, Any]] = []
+    k = max(1, ctx.seeds)
+    for i in range(k):
+        variant = f"This is seed {i + 1} of {k}: take a different approach from the other seeds." if k > 1 else ""
+        system, user = render(
+            "generator", task_name=task["name"], reference=task["source"], skills=cards_text(cards), variant=variant
+        )
+        reply, usage = ask(ctx, "generator", system, user, call_index(state, "generator") + i)
+        source, problem = extract_code(reply)
+        note = problem or ("seed from the model" if k == 1 else f"seed {i + 1} of {k} from the model")
+        seeds.append(make_candidate({"candidates": seeds}, source, "generator", None, 0, note))
+        tokens.append(usage)
     return {
         "task": task,
         "budget": ctx.budget(),
+        "search": {"seeds": k, "parents": ctx.parents, "explore": ctx.explore, "seed": ctx.seed},
         "started_at": time.time(),
         "round": 0,
         "repairs": 0,
-        "current": cand,
-        "candidates": [cand],
-        "tokens": [usage],
+        "current": seeds[0],
+        "pending_seeds": seeds[1:],
+        "candidates": seeds,
+        "tokens": tokens,
     }

@@ -16,6 +16,7 @@ from .candidates import make_candidate
 from .codeblock import extract_code
 from .llm import ask, call_index
 from .prompting import render
+from .search import parent_of
 
 
 def optimizer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -23,7 +24,7 @@ def optimizer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context or Context()
     plan = state["plan"]
     assert plan is not None, "optimizer runs only after a plan was chosen"
-    best = state["best"]
+    best = parent_of(state)  # the best, or the parent the search chose for this round
     rnd = state.get("round", 0) + 1
     card = default_library().get(plan["skill_id"])
     review = best["review"]

@@ -35,6 +35,7 @@ from kernelskill.skills_kb.situation import describe_situation
 from .candidates import run_dir
 from .llm import role_has_model
 from .planner_model import model_plan
+from .search import parent_of
 
 SHOWN = 5  # ranked skills named in the plan's trace
 
@@ -48,11 +49,13 @@ def planner(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Node: choose this round's plan, or None when nothing applicable is left."""
     ctx = runtime.context or Context()
     features = state.get("features", {}) or {}
-    metrics = state["best"]["review"].get("metrics", {}) or {}
+    metrics = parent_of(state)["review"].get("metrics", {}) or {}
     decision = decide(features, metrics)
     failed = set(state.get("failed_plans", []))
     open_ids = [s for s in decision.allowed if s not in failed]
     trace = list(decision.trace)
+    if state.get("search_note"):
+        trace.append(f"search: {state['search_note']}")
     if failed & set(decision.allowed):
         trace.append(f"already failed on this task, skipped: {', '.join(sorted(failed & set(decision.allowed)))}")
     if not open_ids:

@@ -20,6 +20,7 @@ from kernelskill.skills_kb.ranking import Ranked
 
 from .llm import ask_verdict, call_index
 from .prompting import render
+from .search import parent_of
 from .verdicts import PlannerVerdict, planner_from_text
 
 
@@ -39,7 +40,7 @@ def rejection(skill_id: str, decision: Decision, allowed: list[str], failed: set
 
 
 def _prompt(state: State, decision: Decision, ranked: list[Ranked], correction: str) -> tuple[str, str]:
-    best = state["best"]
+    best = parent_of(state)
     review = best["review"]
     if review.get("timing_kind") == "cuda_events":
         timing = f"{review['runtime_ms']:.4f} ms on GPU"

@@ -18,11 +18,12 @@ from langgraph.runtime import Runtime
 
 from kernelskill.graph.context import Context
 from kernelskill.graph.routing import decide_after_review, round_finished
-from kernelskill.graph.state import Attempt, State, TrajectoryEntry
+from kernelskill.graph.state import Attempt, Candidate, State, TrajectoryEntry
 from kernelskill.runner.result import ReviewResult, failure
 from kernelskill.runner.sandbox import run_review
 
 from .candidates import run_dir
+from .search import update_parents
 
 IMPROVEMENT = 0.02
 
@@ -46,23 +47,27 @@ def merged(state: State, update: dict[str, Any]) -> State:
     return out
 
 
+def _review(ctx: Context, state: State, cand: Candidate) -> ReviewResult:
+    """Review one candidate in the sandbox (a candidate without code fails without running)."""
+    if not cand["source"]:
+        return failure("no_code", cand["note"], candidate_id=cand["id"])
+    return run_review(
+        state["task"]["path"],
+        cand["source"],
+        run_dir(ctx) / "candidates",
+        candidate_id=cand["id"],
+        timeout_s=ctx.review_timeout_s,
+        device=ctx.device,
+        seed=ctx.seed,
+        trials=ctx.correctness_trials,
+    )
+
+
 def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Node: review the current candidate and record the outcome."""
     ctx = runtime.context or Context()
     cand = state["current"]
-    if not cand["source"]:
-        review = failure("no_code", cand["note"], candidate_id=cand["id"])
-    else:
-        review = run_review(
-            state["task"]["path"],
-            cand["source"],
-            run_dir(ctx) / "candidates",
-            candidate_id=cand["id"],
-            timeout_s=ctx.review_timeout_s,
-            device=ctx.device,
-            seed=ctx.seed,
-            trials=ctx.correctness_trials,
-        )
+    review = _review(ctx, state, cand)
     rnd = state.get("round", 0)
     update: dict[str, Any] = {
         "review": review,
@@ -73,11 +78,27 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         ],
     }
     improved = False
+    width = int((state.get("search") or {}).get("parents", 1))
     if review["status"] == "correct":
         best = state.get("best")
         if best is None or is_better(review, best["review"]):
             update["best"] = {"candidate": cand, "review": review}
             improved = True
+        update["parents"] = update_parents(state.get("parents", []), {"candidate": cand, "review": review}, width)
+    if state.get("pending_seeds"):  # extra seeds: reviewed once, no repairs; correct ones join the parents
+        update["pending_seeds"] = []
+        for extra in state["pending_seeds"]:
+            r = _review(ctx, state, extra)
+            update["attempts"].append(
+                Attempt(candidate_id=extra["id"], round=rnd, status=r["status"], error_digest=r.get("error_digest", ""))
+            )
+            if r["status"] != "correct":
+                continue
+            best = update.get("best") or state.get("best")
+            if best is None or is_better(r, best["review"]):
+                update["best"] = {"candidate": extra, "review": r}
+            pool = update.get("parents", state.get("parents", []))
+            update["parents"] = update_parents(pool, {"candidate": extra, "review": r}, width)
     if round_finished(merged(state, update)):
         plan = state.get("plan") if rnd > 0 else None
         skill = plan["skill_id"] if plan else None
