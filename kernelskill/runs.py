@@ -107,7 +107,9 @@ def describe(node: str, update: dict[str, Any]) -> str:
         d = update["decision"]
         if not p:
             return f"bottleneck {d['bottleneck']}; no plan: {update.get('stop_reason', '')}"
-        return f"bottleneck {d['bottleneck']} -> skill {p['skill_id']} ({p['reason']})"
+        rejected = [t.split(": ", 1)[1] for t in p.get("trace", []) if t.startswith("model plan rejected (")]
+        note = f" [rejected first: {'; '.join(rejected)}]" if rejected else ""
+        return f"bottleneck {d['bottleneck']} -> skill {p['skill_id']} ({p['reason']}){note}"
     return ""
 
 

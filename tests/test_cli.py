@@ -67,3 +67,4 @@ def test_demo_runs_all_six_nodes(tmp_path):
         assert node in out.output
     assert "compile_error" in out.output  # the seed fails to compile, then is repaired
     assert "round budget spent" in out.output
+    assert "model-backed planner:" in out.output and "rejected first:" in out.output
