@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from kernelskill.cli_common import check_endpoint, check_mode, console
 
@@ -28,7 +29,7 @@ class Progress:
             self.status.stop()
             self.status = None
         if event == "done":
-            console.print(f"[bold cyan]{node:>17}[/] {message}")
+            console.print(f"[bold cyan]{node:>17}[/] {escape(message)}")
         elif event == "start":
             self.status = console.status(f"running {node}...")
             self.status.start()
