@@ -112,7 +112,11 @@ class Context:
         default=300.0, metadata={"description": "Wall-time limit of one evaluation (seconds)."}
     )
     correctness_trials: int = field(
-        default=3, metadata={"description": "Fresh seeded inputs each candidate must match."}
+        default=5, metadata={"description": "Fresh seeded inputs each candidate must match."}
+    )
+    ncu: bool = field(
+        default=False,
+        metadata={"description": "Profile each correct candidate with Nsight Compute on CUDA (adds ~10 s a review)."},
     )
     seed: int = field(default=42, metadata={"description": "Seed for weights and inputs."})
     run_dir: str = field(

@@ -154,7 +154,8 @@ def review(
     as_json: Annotated[bool, typer.Option("--json", help="Print the full result as JSON.")] = False,
     device: Annotated[str, typer.Option(help="auto | cuda | cpu")] = "auto",
     timeout: Annotated[float, typer.Option(help="Evaluation time limit (s).")] = 300.0,
-    trials: Annotated[int, typer.Option(help="Correctness trials on fresh inputs.")] = 3,
+    trials: Annotated[int, typer.Option(help="Correctness trials on fresh inputs.")] = 5,
+    ncu: Annotated[bool, typer.Option("--ncu", help="Also profile with Nsight Compute (CUDA, ncu on PATH).")] = False,
 ) -> None:
     """Review one candidate: exit 0 when it passes, 1 when rejected, 2 on unusable arguments."""
     import tempfile
@@ -174,6 +175,7 @@ def review(
             timeout_s=timeout,
             device=device,
             trials=trials,
+            ncu=ncu,
         )
     if result["status"] == "invalid_task":
         console.print(f"[red]unusable task:[/] {result['error_digest']}")

@@ -60,6 +60,7 @@ def _review(ctx: Context, state: State, cand: Candidate) -> ReviewResult:
         device=ctx.device,
         seed=ctx.seed,
         trials=ctx.correctness_trials,
+        ncu=ctx.ncu,
     )
 
 
