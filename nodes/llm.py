@@ -163,6 +163,37 @@ def _portable(ctx: Context, text: str) -> str:
     return _DECIMAL.sub("#.#", text)
 
 
+def _usage_record(role: str, model: str, usage: dict[str, Any]) -> dict[str, Any]:
+    """The token-usage record a model call adds to the state."""
+    return {
+        "role": role,
+        "model": model,
+        "input_tokens": int(usage.get("input_tokens", 0)),
+        "output_tokens": int(usage.get("output_tokens", 0)),
+    }
+
+
+def _record_call(
+    ctx: Context, index: int, system: str, user: str, text: str, record: dict[str, Any], **extra: Any
+) -> None:
+    """Append one call to the ``ctx.record`` cassette (prompts in their portable, hashed form)."""
+    key_system, key_user = _portable(ctx, system), _portable(ctx, user)
+    record_call(
+        ctx.record,
+        {
+            "role": record["role"],
+            "index": index,
+            "sha256": prompt_hash(key_system, key_user),
+            "model": record["model"],
+            "system": key_system,
+            "user": key_user,
+            "reply": text,
+            **extra,
+            "usage": {"input_tokens": record["input_tokens"], "output_tokens": record["output_tokens"]},
+        },
+    )
+
+
 def ask(ctx: Context, role: str, system: str, user: str, index: int = 0) -> tuple[str, dict[str, Any]]:
     """One model call; returns the reply text and a token-usage record for the state.
 
@@ -171,35 +202,17 @@ def ask(ctx: Context, role: str, system: str, user: str, index: int = 0) -> tupl
     ``ctx.record`` the call is appended to the cassette. ``index`` is the role's call number
     (:func:`call_index`), used to name a diverging call.
     """
-    key_system, key_user = _portable(ctx, system), _portable(ctx, user)
     if ctx.replay:
-        entry = replay_call(ctx.replay, role, index, key_system, key_user)
+        entry = replay_call(ctx.replay, role, index, _portable(ctx, system), _portable(ctx, user))
         text, usage = entry["reply"], entry.get("usage") or {}
     else:
         model = chat_model(ctx, role)
         reply = model.invoke([SystemMessage(content=system), HumanMessage(content=user)])
         usage = dict(getattr(reply, "usage_metadata", None) or {})
         text = reply.content if isinstance(reply.content, str) else json.dumps(reply.content)
-    record = {
-        "role": role,
-        "model": model_label(ctx, role),
-        "input_tokens": int(usage.get("input_tokens", 0)),
-        "output_tokens": int(usage.get("output_tokens", 0)),
-    }
+    record = _usage_record(role, model_label(ctx, role), usage)
     if ctx.record and not ctx.replay:
-        record_call(
-            ctx.record,
-            {
-                "role": role,
-                "index": index,
-                "sha256": prompt_hash(key_system, key_user),
-                "model": record["model"],
-                "system": key_system,
-                "user": key_user,
-                "reply": text,
-                "usage": {"input_tokens": record["input_tokens"], "output_tokens": record["output_tokens"]},
-            },
-        )
+        _record_call(ctx, index, system, user, text, record)
     return text, record
 
 
@@ -227,13 +240,7 @@ def ask_verdict(
     if ctx.replay:
         key_system, key_user = _portable(ctx, system), _portable(ctx, user)
         entry = replay_call(ctx.replay, role, index, key_system, key_user)
-        usage = entry.get("usage") or {}
-        record = {
-            "role": role,
-            "model": "replay",
-            "input_tokens": int(usage.get("input_tokens", 0)),
-            "output_tokens": int(usage.get("output_tokens", 0)),
-        }
+        record = _usage_record(role, "replay", entry.get("usage") or {})
         verdict = schema.model_validate_json(entry["reply"]) if entry.get("structured") else None
         return verdict, entry["reply"], record
     import openai
@@ -251,25 +258,7 @@ def ask_verdict(
     usage = dict(getattr(raw, "usage_metadata", None) or {})
     content = getattr(raw, "content", "") or ""
     text = parsed.model_dump_json() if parsed is not None else (content if isinstance(content, str) else "")
-    record = {
-        "role": role,
-        "model": model_label(ctx, role),
-        "input_tokens": int(usage.get("input_tokens", 0)),
-        "output_tokens": int(usage.get("output_tokens", 0)),
-    }
+    record = _usage_record(role, model_label(ctx, role), usage)
     if ctx.record:
-        record_call(
-            ctx.record,
-            {
-                "role": role,
-                "index": index,
-                "sha256": prompt_hash(_portable(ctx, system), _portable(ctx, user)),
-                "model": record["model"],
-                "system": _portable(ctx, system),
-                "user": _portable(ctx, user),
-                "reply": text,
-                "structured": parsed is not None,
-                "usage": {"input_tokens": record["input_tokens"], "output_tokens": record["output_tokens"]},
-            },
-        )
+        _record_call(ctx, index, system, user, text, record, structured=parsed is not None)
     return parsed, text, record
