@@ -44,13 +44,14 @@ def generator(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context or Context()
     task = load_task(state["task_path"])
     cards = retrieve("write a first Triton kernel for: " + task_summary(task["source"]), k=3, db_dir=ctx.skills_db)
+    skills = cards_text(cards)
     seeds: list[Candidate] = []
     tokens: list[dict[str, Any]] = []
     k = max(1, ctx.seeds)
     for i in range(k):
         variant = f"This is seed {i + 1} of {k}: take a different approach from the other seeds." if k > 1 else ""
         system, user = render(
-            "generator", task_name=task["name"], reference=task["source"], skills=cards_text(cards), variant=variant
+            "generator", task_name=task["name"], reference=task["source"], skills=skills, variant=variant
         )
         reply, usage = ask(ctx, "generator", system, user, call_index(state, "generator") + i)
         source, problem = extract_code(reply)

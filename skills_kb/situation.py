@@ -11,6 +11,8 @@ import ast
 import re
 from typing import Any
 
+from kernelskill.runner.static_check import dotted_name
+
 from .policy import Decision, fmt
 
 _IGNORED_METHODS = {
@@ -18,14 +20,6 @@ _IGNORED_METHODS = {
     "expand", "expand_as", "flatten", "float", "half", "bfloat16", "type_as", "dim", "numel", "clone",
     "detach", "cpu", "cuda", "item", "new_zeros", "new_empty", "stride", "append", "super", "__init__",
 }  # fmt: skip
-
-
-def _dotted(node: ast.AST) -> str:
-    if isinstance(node, ast.Attribute):
-        return f"{_dotted(node.value)}.{node.attr}"
-    if isinstance(node, ast.Name):
-        return node.id
-    return ""
 
 
 def _words(name: str) -> str:
@@ -48,15 +42,15 @@ def reference_ops(source: str) -> list[str]:
             for node in ast.walk(fn):
                 if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                     for t in node.targets:
-                        if isinstance(t, ast.Attribute) and _dotted(t).startswith("self."):
-                            modules[t.attr] = _dotted(node.value.func).rsplit(".", 1)[-1]
+                        if isinstance(t, ast.Attribute) and dotted_name(t).startswith("self."):
+                            modules[t.attr] = dotted_name(node.value.func).rsplit(".", 1)[-1]
         for fn in (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"):
             for node in ast.walk(fn):
                 name = ""
                 if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
                     name = "matmul"
                 elif isinstance(node, ast.Call):
-                    dotted = _dotted(node.func)
+                    dotted = dotted_name(node.func)
                     root, _, tail = dotted.rpartition(".")
                     if root == "self" and tail in modules:
                         name = modules[tail]
