@@ -29,6 +29,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from kernelskill.report import cost_usd as run_cost_usd
+
 from .suite import REPORT, TASK_RECORD, TaskSpec, log_tail, read_json
 
 GPU_TIMING = "cuda_events"
@@ -138,11 +140,8 @@ def means(values: Iterable[float]) -> dict[str, Any]:
 
 
 def cost_usd(input_tokens: int, output_tokens: int, prices: dict[str, float | None]) -> float | None:
-    """Estimated cost from prices per 1M tokens; None (unknown) when no price is given."""
-    p_in, p_out = prices.get("in"), prices.get("out")
-    if p_in is None and p_out is None:
-        return None
-    return input_tokens / 1e6 * (p_in or 0.0) + output_tokens / 1e6 * (p_out or 0.0)
+    """Estimated cost from the eval's prices per 1M tokens; None (unknown) when no price is given."""
+    return run_cost_usd(input_tokens, output_tokens, prices.get("in"), prices.get("out"))
 
 
 def per_round(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

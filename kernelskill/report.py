@@ -21,11 +21,11 @@ def mode_label(ctx: Any) -> str:
     return f"model {ctx.model or ctx.role_model('generator')}" + (f" at {ctx.base_url}" if ctx.base_url else "")
 
 
-def cost_usd(input_tokens: int, output_tokens: int, price_in: float, price_out: float) -> float | None:
-    """Estimated cost in USD from prices per 1M tokens; None (unknown) when neither price is set."""
-    if not price_in and not price_out:
+def cost_usd(input_tokens: int, output_tokens: int, price_in: float | None, price_out: float | None) -> float | None:
+    """Estimated cost in USD from prices per 1M tokens; None (unknown) when neither price is given."""
+    if price_in is None and price_out is None:
         return None
-    return input_tokens / 1e6 * price_in + output_tokens / 1e6 * price_out
+    return input_tokens / 1e6 * (price_in or 0.0) + output_tokens / 1e6 * (price_out or 0.0)
 
 
 def token_totals(state: State, price_in: float = 0.0, price_out: float = 0.0) -> dict[str, dict[str, Any]]:
@@ -37,7 +37,8 @@ def token_totals(state: State, price_in: float = 0.0, price_out: float = 0.0) ->
             totals[key]["input_tokens"] += t["input_tokens"]
             totals[key]["output_tokens"] += t["output_tokens"]
     for row in totals.values():
-        row["cost_usd"] = cost_usd(row["input_tokens"], row["output_tokens"], price_in, price_out)
+        # the run configuration's 0 means "no price given"
+        row["cost_usd"] = cost_usd(row["input_tokens"], row["output_tokens"], price_in or None, price_out or None)
     return dict(totals)
 
 
