@@ -64,6 +64,10 @@ def build_summary(out: Path, price_in: float | None = None, price_out: float | N
 
 
 def _mode(ctx: dict[str, Any]) -> str:
+    roles = ("model", "generator_model", "diagnoser_model", "planner_model", "optimizer_model")
+    has_model = any(ctx.get(k) for k in (*roles, "scripted", "replay"))
+    if ctx.get("engine") == "offline" or (not has_model and ctx.get("engine") != "llm"):
+        return "OFFLINE engine (TorchInductor compiler seeds + deterministic skills, no model)"
     if ctx.get("scripted"):
         return f"SCRIPTED model ({ctx['scripted']})"
     return f"model {ctx.get('model') or '(per-role models)'}" + (

@@ -193,7 +193,7 @@ def context_flags(ctx: Context) -> list[str]:
         flags += ["--scripted", ctx.scripted]
     if ctx.model:
         flags += ["--model", ctx.model]
-    flags += ["--rounds", str(ctx.max_rounds), "--device", ctx.device]
+    flags += ["--rounds", str(ctx.max_rounds), "--device", ctx.device, "--engine", ctx.engine]
     return flags
 
 

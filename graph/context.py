@@ -81,6 +81,20 @@ class Context:
     price_out_per_mtok: float = field(
         default=0.0, metadata={"description": "USD per 1M output tokens, for the cost estimate (0 = unknown)."}
     )
+    engine: str = field(
+        default="auto",
+        metadata={
+            "description": "auto (a model when one is configured, else the offline engine on CUDA), llm, or offline "
+            "(compiler seed + deterministic skills, no model; needs CUDA)."
+        },
+    )
+    compiler_seed: bool = field(
+        default=True,
+        metadata={"description": "On CUDA, add TorchInductor's kernels for the task as seed candidates."},
+    )
+    seed_timeout_s: float = field(
+        default=600.0, metadata={"description": "Time limit of one compiler-seed capture (TorchInductor compile)."}
+    )
     max_rounds: int = field(default=3, metadata={"description": "Optimization rounds after the seed round."})
     max_repairs: int = field(
         default=3, metadata={"description": "Repair attempts per candidate before it is abandoned."}

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from kernelskill.runner.result import ReviewResult
 
-Origin = Literal["generator", "diagnoser", "optimizer"]
+Origin = Literal["generator", "compiler", "diagnoser", "optimizer"]
 
 
 class Task(TypedDict):
@@ -104,6 +104,7 @@ class State(TypedDict, total=False):
 
     task_path: str
     task: Task
+    engine: str  # "llm" or "offline" (graph/modes.py), fixed by the generator
     budget: Budget
     round: int  # 0 = seed round; each optimizer call starts the next
     repairs: int  # repairs spent on the current candidate's chain

@@ -76,6 +76,9 @@ def optimize(
     rounds: Annotated[int | None, typer.Option(help="Optimization rounds after the seed.")] = None,
     repairs: Annotated[int | None, typer.Option(help="Repair attempts per candidate.")] = None,
     device: Annotated[str | None, typer.Option(help="auto | cuda | cpu")] = None,
+    engine: Annotated[
+        str | None, typer.Option(help="auto | llm | offline (compiler seed + deterministic skills; needs CUDA).")
+    ] = None,
     runs_dir: Annotated[Path | None, typer.Option(help="Where run directories go (default ./runs).")] = None,
     thread_id: Annotated[str, typer.Option(help="Thread id to use (default: generated).")] = "",
     config: Annotated[Path | None, typer.Option(help="TOML config file (default ./kernelskill.toml).")] = None,
@@ -115,6 +118,7 @@ def optimize(
         max_rounds=rounds,
         max_repairs=repairs,
         device=device,
+        engine=engine,
         max_tokens=max_tokens,
         max_wall_s=max_wall_s,
         target_sol_pct=target_sol,

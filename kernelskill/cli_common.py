@@ -12,25 +12,21 @@ console = Console(highlight=False, soft_wrap=True)
 
 
 def check_mode(ctx: Any) -> None:
-    """Exit 2 with what to configure when no model (or scripted model) is set."""
-    from kernelskill.runner.env import cuda_available
+    """Say which engine runs; exit 2 with what to configure when none can."""
+    from kernelskill.graph.modes import engine_for, no_engine_message, on_cuda
 
-    if ctx.has_llm():
-        return
-    gpu = cuda_available()
-    console.print(
-        "[red]No model endpoint is configured.[/] Configure one of:\n"
-        "  - a model: KERNELSKILL_MODEL=gpt-4.1 and OPENAI_API_KEY=... (any OpenAI-compatible server:\n"
-        "    add KERNELSKILL_BASE_URL=http://localhost:8000/v1 for vLLM / SGLang / Ollama), or --model;\n"
-        "  - a scripted model for a dry run: --scripted FILE (see evals/demo/script.json).\n"
-        + (
-            "A CUDA GPU is present, but the offline engine (compiler seed + deterministic skills) is not "
-            "implemented yet."
-            if gpu
-            else "No CUDA GPU either: on a GPU machine the offline engine will not need a model."
+    cuda = on_cuda(ctx)
+    engine = engine_for(ctx, cuda)
+    if engine is None:
+        console.print(f"[red]Nothing can run this task here.[/] {escape(no_engine_message(ctx, cuda))}")
+        raise typer.Exit(2)
+    if engine == "offline":
+        console.print(
+            "[bold yellow]OFFLINE mode[/]: no model is configured; the compiler seed (TorchInductor's kernels), "
+            "the reviewer, the policy and the deterministic skills (CUDA graphs, configuration sweeps) run the graph."
         )
-    )
-    raise typer.Exit(2)
+    elif cuda and ctx.compiler_seed:
+        console.print("model mode on CUDA: TorchInductor's kernels join the seeds as the model's starting point")
 
 
 def check_endpoint(ctx: Any) -> None:

@@ -39,6 +39,9 @@ def eval_cmd(
     model: Annotated[str | None, typer.Option(help="Chat model for every role.")] = None,
     rounds: Annotated[int | None, typer.Option(help="Optimization rounds per task.")] = None,
     device: Annotated[str | None, typer.Option(help="auto | cuda | cpu")] = None,
+    engine: Annotated[
+        str | None, typer.Option(help="auto | llm | offline (compiler seed + deterministic skills; needs CUDA).")
+    ] = None,
     task_timeout: Annotated[
         float,
         typer.Option(min=1, help="Wall-time limit per task (s); on expiry the task is killed and recorded as timeout."),
@@ -58,7 +61,7 @@ def eval_cmd(
     except ValueError as e:
         console.print(f"[red]--level: {e}[/]")
         raise typer.Exit(2) from None
-    ctx = load_context(None, scripted=scripted, model=model, max_rounds=rounds, device=device)
+    ctx = load_context(None, scripted=scripted, model=model, max_rounds=rounds, device=device, engine=engine)
     check_mode(ctx)
     check_endpoint(ctx)
     try:

@@ -64,11 +64,11 @@ def preflight(ctx: Context) -> list[str]:
     """Check the endpoint and every configured model; the models checked, or :class:`PreflightError`."""
     if ctx.scripted or ctx.replay:
         return []
+    models = sorted({ctx.role_model(r) for r in ROLES if ctx.role_model(r)})
+    if not models:  # offline engine: nothing to check (and the openai package may be absent)
+        return []
     import openai
 
-    models = sorted({ctx.role_model(r) for r in ROLES if ctx.role_model(r)})
-    if not models:
-        return []
     client = _client(ctx)
     try:
         served = {m.id for m in client.models.list()}

@@ -12,8 +12,10 @@ if TYPE_CHECKING:
     from kernelskill.runs import Run
 
 
-def mode_label(ctx: Any) -> str:
-    """How the model-backed roles were served."""
+def mode_label(ctx: Any, engine: str | None = None) -> str:
+    """How the candidates were written: the offline engine, or how the model-backed roles were served."""
+    if engine == "offline":
+        return "OFFLINE engine - TorchInductor compiler seeds + deterministic skills, no model"
     if getattr(ctx, "replay", ""):
         return f"REPLAYED from cassette {ctx.replay} - no model was called"
     if ctx.scripted:
@@ -53,7 +55,7 @@ def build_report(run: Run, state: State) -> dict[str, Any]:
     return {
         "thread_id": run.thread_id,
         "task": state.get("task", {}).get("path", run.task_path),
-        "mode": mode_label(run.context),
+        "mode": mode_label(run.context, state.get("engine")),
         "stop_reason": state.get("stop_reason", "(not finished)"),
         "budget": state.get("budget", {}),
         "elapsed_s": state.get("elapsed_s"),

@@ -7,6 +7,7 @@ from typing import Any
 
 from kernelskill.graph.state import State
 from kernelskill.runner.static_check import dotted_name as _dotted
+from kernelskill.runner.static_check import embedded_kernel_trees
 
 from .search import select_parent
 
@@ -54,7 +55,8 @@ def extract_features(source: str) -> dict[str, Any]:
         tree = ast.parse(source)
     except SyntaxError as e:
         return {"parse_error": f"SyntaxError: {e.msg} (line {e.lineno})"}
-    kernels = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and _is_kernel(n)]
+    trees = [tree, *embedded_kernel_trees(tree)]  # TorchInductor modules hold their kernels as strings
+    kernels = [n for t in trees for n in ast.walk(t) if isinstance(n, ast.FunctionDef) and _is_kernel(n)]
     kernel_names = {k.name for k in kernels}
     calls_per_kernel: list[list[str]] = []
     has_loops = False
@@ -77,7 +79,11 @@ def extract_features(source: str) -> dict[str, Any]:
     launch_sites = sum(
         1
         for n in ast.walk(tree)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) and _dotted(n.func.value) in kernel_names
+        if isinstance(n, ast.Call)
+        and (
+            (isinstance(n.func, ast.Subscript) and _dotted(n.func.value) in kernel_names)
+            or (isinstance(n.func, ast.Attribute) and n.func.attr == "run" and _dotted(n.func.value) in kernel_names)
+        )
     )
     forward_torch_ops = 0
     for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "ModelNew"):

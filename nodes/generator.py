@@ -10,11 +10,13 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from kernelskill.graph.context import Context
+from kernelskill.graph.modes import engine_for, on_cuda
 from kernelskill.graph.state import Candidate, State, Task
 from kernelskill.skills_kb.retrieve import cards_text, retrieve
 
-from .candidates import make_candidate
+from .candidates import make_candidate, run_dir
 from .codeblock import extract_code
+from .compiler import SeedOutcome, compiler_seeds
 from .llm import ask, call_index
 from .prompting import render
 
@@ -39,17 +41,25 @@ def task_summary(source: str) -> str:
     return " ".join(p for p in parts if p)[:800]
 
 
-def generator(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Node: load the task, set the budget, ask the model for a seed candidate."""
-    ctx = runtime.context or Context()
-    task = load_task(state["task_path"])
+STARTING_POINT = (
+    "Starting point: TorchInductor's generated kernels for this task, verified by the reviewer as another "
+    "seed (this is what torch.compile runs; beat it). Its Triton kernels are the strings passed to "
+    "async_compile.triton:\n```python\n{code}\n```"
+)
+STARTING_POINT_CHARS = 12000
+
+
+def _model_seeds(
+    ctx: Context, state: State, task: Task, k: int, starting_point: str
+) -> tuple[list[Candidate], list[dict[str, Any]]]:
     cards = retrieve("write a first Triton kernel for: " + task_summary(task["source"]), k=3, db_dir=ctx.skills_db)
     skills = cards_text(cards)
     seeds: list[Candidate] = []
     tokens: list[dict[str, Any]] = []
-    k = max(1, ctx.seeds)
     for i in range(k):
         variant = f"This is seed {i + 1} of {k}: take a different approach from the other seeds." if k > 1 else ""
+        if starting_point:
+            variant = f"{variant}\n\n{starting_point}".strip()
         system, user = render(
             "generator", task_name=task["name"], reference=task["source"], skills=skills, variant=variant
         )
@@ -58,10 +68,42 @@ def generator(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         note = problem or ("seed from the model" if k == 1 else f"seed {i + 1} of {k} from the model")
         seeds.append(make_candidate({"candidates": seeds}, source, "generator", None, 0, note))
         tokens.append(usage)
+    return seeds, tokens
+
+
+def generator(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Node: load the task, set the budget, write the seed candidates.
+
+    With a model: ``Context.seeds`` seeds from the model, plus (on CUDA, ``compiler_seed``) the
+    compiler seeds, which the model also sees as its starting point. Offline: the compiler seeds
+    alone, and no repairs (the diagnoser needs a model).
+    """
+    ctx = runtime.context or Context()
+    task = load_task(state["task_path"])
+    engine = engine_for(ctx)
+    compiled: list[SeedOutcome] = []
+    if engine == "offline" or (ctx.compiler_seed and on_cuda(ctx)):
+        compiled = compiler_seeds(ctx, task["path"], run_dir(ctx) / "compiler")
+    seeds: list[Candidate] = []
+    tokens: list[dict[str, Any]] = []
+    if engine != "offline":
+        ok = [c for c in compiled if c.ok]
+        start = STARTING_POINT.format(code=strip_harness_for_prompt(ok[0].source)) if ok else ""
+        seeds, tokens = _model_seeds(ctx, state, task, max(1, ctx.seeds), start)
+    for outcome in compiled:
+        if outcome.ok:
+            seeds.append(make_candidate({"candidates": seeds}, outcome.source, "compiler", None, 0, outcome.note()))
+    if not seeds:
+        reasons = "; ".join(c.note() for c in compiled) or "no compiler seed was attempted"
+        seeds.append(make_candidate({"candidates": []}, "", "compiler", None, 0, reasons[:600]))
+    budget = ctx.budget()
+    if engine == "offline":
+        budget["max_repairs"] = 0
     return {
         "task": task,
-        "budget": ctx.budget(),
-        "search": {"seeds": k, "parents": ctx.parents, "explore": ctx.explore, "seed": ctx.seed},
+        "budget": budget,
+        "engine": engine or "none",
+        "search": {"seeds": len(seeds), "parents": ctx.parents, "explore": ctx.explore, "seed": ctx.seed},
         "started_at": time.time(),
         "round": 0,
         "repairs": 0,
@@ -70,3 +112,11 @@ def generator(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "candidates": seeds,
         "tokens": tokens,
     }
+
+
+def strip_harness_for_prompt(source: str) -> str:
+    """A compiler seed's source for a prompt: the reference copy removed, capped in length."""
+    text = source.split("# ---- kernelskill wrapper", 1)[0]
+    if len(text) > STARTING_POINT_CHARS:
+        text = text[:STARTING_POINT_CHARS] + "\n# ... (truncated)"
+    return text

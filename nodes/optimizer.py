@@ -1,4 +1,10 @@
-"""optimizer: apply this round's plan (one skill) to the best candidate."""
+"""optimizer: apply this round's plan (one skill) to the best candidate.
+
+With a model, the model rewrites the parent following the skill card. Offline, the card's
+deterministic transform (``nodes/transforms.py``) rewrites it; a transform that proposes several
+variants (a configuration sweep) puts the first in review and the rest in ``pending_seeds``, which
+the reviewer reviews in the same step (the fastest correct one becomes the best).
+"""
 
 from __future__ import annotations
 
@@ -9,10 +15,10 @@ from langgraph.runtime import Runtime
 
 from kernelskill.graph.context import Context
 from kernelskill.graph.memory import trajectory_summary
-from kernelskill.graph.state import State
+from kernelskill.graph.state import Candidate, State
 from kernelskill.skills_kb.library import default_library, render_card
 
-from .candidates import make_candidate
+from .candidates import make_candidate, run_dir
 from .codeblock import extract_code
 from .llm import ask, call_index
 from .prompting import render
@@ -27,6 +33,8 @@ def optimizer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     best = parent_of(state)  # the best, or the parent the search chose for this round
     rnd = state.get("round", 0) + 1
     card = default_library().get(plan["skill_id"])
+    if state.get("engine") == "offline":
+        return _apply_transform(state, ctx, card.transform or "", best["candidate"], rnd, plan["skill_id"])
     review = best["review"]
     if review.get("timing_kind") == "cuda_events":
         timing = f"{review['runtime_ms']:.4f} ms on GPU, {review.get('speedup_vs_eager') or 0:.2f}x vs eager"
@@ -51,3 +59,22 @@ def optimizer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         state, source, "optimizer", best["candidate"]["id"], rnd, problem or f"apply {plan['skill_id']}"
     )
     return {"current": new, "candidates": [new], "round": rnd, "repairs": 0, "tokens": [usage]}
+
+
+def _apply_transform(
+    state: State, ctx: Context, transform: str, parent: Candidate, rnd: int, skill_id: str
+) -> dict[str, Any]:
+    from .transforms import apply
+
+    sources, notes, problem = apply(transform, parent["source"], ctx, state["task"]["path"], run_dir(ctx) / "compiler")
+    if not sources:  # nothing to review: an empty candidate fails as no_code and the round ends
+        new = make_candidate(state, "", "optimizer", parent["id"], rnd, f"apply {skill_id}: {problem}")
+        return {"current": new, "candidates": [new], "round": rnd, "repairs": 0}
+    made: list[Candidate] = []
+    for src, note in zip(sources, notes, strict=True):
+        made.append(
+            make_candidate(
+                {"candidates": list(state.get("candidates", [])) + made}, src, "optimizer", parent["id"], rnd, note
+            )
+        )
+    return {"current": made[0], "pending_seeds": made[1:], "candidates": made, "round": rnd, "repairs": 0}

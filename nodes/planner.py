@@ -8,6 +8,12 @@
 3. **Priors**: each skill's smoothed win rate on earlier tasks, from the outcome store next to the
    run directories (``skill_outcomes.jsonl``; GPU-timed rounds only).
 
+Offline (no model, ``graph/modes.py``) only skills with a deterministic transform
+(``nodes/transforms.py``) that applies to the parent are candidates, ranked by policy group and
+prior alone (no embedding model is needed); a transform already tried on this task is not tried
+again. When the policy allows none of them, the remaining deterministic skills are tried anyway
+(offline exploration, named in the trace): each result is measured and kept only if it is faster.
+
 With a model configured for the planner itself (``planner_model``, or a scripted / replayed
 planner), the model chooses among the ranked allowed skills (``nodes/planner_model.py``); otherwise
 the top-ranked skill is the plan.
@@ -27,7 +33,7 @@ from kernelskill.graph.state import Plan, State
 from kernelskill.skills_kb.index import open_index
 from kernelskill.skills_kb.library import default_library
 from kernelskill.skills_kb.outcomes import outcomes_path
-from kernelskill.skills_kb.policy import decide, load_policy
+from kernelskill.skills_kb.policy import Decision, card_applies, decide, load_policy
 from kernelskill.skills_kb.priors import load_priors
 from kernelskill.skills_kb.ranking import Ranked, rank
 from kernelskill.skills_kb.situation import describe_situation
@@ -65,6 +71,8 @@ def planner(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "stop_reason": f"no applicable skill left for bottleneck {decision.bottleneck} "
             f"(failed: {', '.join(sorted(failed)) or 'none'})",
         }
+    if state.get("engine") == "offline":
+        return _offline_plan(state, ctx, decision, open_ids, failed, trace)
     task = state.get("task") or {}
     query = describe_situation(decision, features, task.get("name", ""), task.get("source", ""))
     hits = open_index(ctx.skills_db).search(query, k=len(open_ids), among=open_ids)
@@ -84,3 +92,71 @@ def planner(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if role_has_model(ctx, "planner"):
         update["plan"], update["tokens"] = model_plan(state, ctx, decision, ranked, plan)
     return update
+
+
+def _used_transforms(state: State) -> set[str]:
+    lib = default_library()
+    used = {lib.get(e["skill_id"]).transform for e in state.get("trajectory", []) if e.get("skill_id")}
+    return {t for t in used if t}
+
+
+def _offline_plan(
+    state: State,
+    ctx: Context,
+    decision: Decision,
+    open_ids: list[str],
+    failed: set[str],
+    trace: list[str],
+) -> dict[str, Any]:
+    """Offline: the best-ranked allowed skill with an applicable deterministic transform."""
+    from .transforms import applicable
+
+    lib = default_library()
+    source = parent_of(state)["candidate"]["source"]
+    features = state.get("features", {}) or {}
+    used = _used_transforms(state)
+    usable: dict[str, str] = {}
+    skipped = []
+    for card in lib.cards.values():
+        if not card.transform or card.id in failed:
+            continue
+        why = "transform already tried on this task" if card.transform in used else applicable(card.transform, source)
+        if not why and card.id in decision.forbidden:
+            why = f"forbidden for {decision.bottleneck} by the decision table"
+        if not why:
+            ok, reason = card_applies(card, features, decision.metrics, decision.derived)
+            why = "" if ok else reason
+        if why:
+            skipped.append(f"{card.id} ({why})")
+        else:
+            usable[card.id] = card.transform
+    allowed = [s for s in open_ids if s in usable]
+    if skipped:
+        trace.append("offline: not applicable: " + "; ".join(sorted(skipped)))
+    priors = load_priors(outcomes_path(run_dir(ctx)))
+    if allowed:
+        ranked = rank(decision, {}, priors, load_policy().prior_weight, set(decision.allowed) - set(allowed))
+        top, why = ranked[0], f"offline: deterministic skill allowed by the policy; {_why(ranked[0])}"
+        skill_id = top.skill_id
+    elif usable:
+        skill_id = sorted(usable)[0]
+        why = (
+            f"offline exploration: the policy allows no deterministic skill for bottleneck {decision.bottleneck}; "
+            f"trying {skill_id} (measured, kept only if faster)"
+        )
+    else:
+        return {
+            "decision": decision.to_dict(),
+            "plan": None,
+            "stop_reason": f"offline: no deterministic skill left to apply (bottleneck {decision.bottleneck}): "
+            + ("; ".join(sorted(skipped)) or "none is defined"),
+        }
+    trace.append(why)
+    plan = Plan(
+        skill_id=skill_id,
+        title=lib.get(skill_id).title,
+        reason=f"bottleneck {decision.bottleneck} (rule {decision.rule}); {why}; transform {usable[skill_id]}",
+        trace=trace,
+        source="policy",
+    )
+    return {"decision": decision.to_dict(), "plan": plan}

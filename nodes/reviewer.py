@@ -5,7 +5,9 @@ best-so-far, a trajectory entry when the round is finished, and the stop reason 
 
 A correct candidate becomes the new best only on a clear improvement: GPU timings (CUDA events)
 at least ``IMPROVEMENT`` (2 %) faster than the best's. Interpreter timings never count, so on a
-CPU-only machine the first correct candidate stays the best.
+CPU-only machine the first correct candidate stays the best. A candidate whose main work runs in
+its own kernels always beats one whose main work is PyTorch or a library call (cuBLAS / cuDNN),
+whatever their timings: the product's answer is a custom kernel, and that is what evals count.
 """
 
 from __future__ import annotations
@@ -29,7 +31,10 @@ IMPROVEMENT = 0.02
 
 
 def is_better(new: ReviewResult, old: ReviewResult) -> bool:
-    """True when ``new`` is a clear GPU-timed improvement over ``old``."""
+    """True when ``new`` is a custom kernel and ``old`` is not, or a clear GPU-timed improvement."""
+    new_custom, old_custom = new.get("custom_kernel", True), old.get("custom_kernel", True)
+    if new_custom != old_custom:
+        return bool(new_custom)
     if new.get("timing_kind") != "cuda_events" or old.get("timing_kind") != "cuda_events":
         return False
     return float(new["runtime_ms"] or 0) < float(old["runtime_ms"] or 0) * (1 - IMPROVEMENT)
@@ -64,6 +69,17 @@ def _review(ctx: Context, state: State, cand: Candidate) -> ReviewResult:
     )
 
 
+def _round_best(
+    cand: Candidate, review: ReviewResult, extras: list[tuple[Candidate, ReviewResult]]
+) -> tuple[Candidate, ReviewResult]:
+    """The candidate a finished round is remembered by: the best correct one it reviewed, else ``cand``."""
+    best: tuple[Candidate, ReviewResult] = (cand, review)
+    for c, r in extras:
+        if r["status"] == "correct" and (best[1]["status"] != "correct" or is_better(r, best[1])):
+            best = (c, r)
+    return best
+
+
 def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Node: review the current candidate and record the outcome."""
     ctx = runtime.context or Context()
@@ -86,10 +102,12 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             update["best"] = {"candidate": cand, "review": review}
             improved = True
         update["parents"] = update_parents(state.get("parents", []), {"candidate": cand, "review": review}, width)
+    reviewed: list[tuple[Candidate, ReviewResult]] = []
     if state.get("pending_seeds"):  # extra seeds: reviewed once, no repairs; correct ones join the parents
         update["pending_seeds"] = []
         for extra in state["pending_seeds"]:
             r = _review(ctx, state, extra)
+            reviewed.append((extra, r))
             update["attempts"].append(
                 Attempt(candidate_id=extra["id"], round=rnd, status=r["status"], error_digest=r.get("error_digest", ""))
             )
@@ -98,22 +116,24 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             best = update.get("best") or state.get("best")
             if best is None or is_better(r, best["review"]):
                 update["best"] = {"candidate": extra, "review": r}
+                improved = True
             pool = update.get("parents", state.get("parents", []))
             update["parents"] = update_parents(pool, {"candidate": extra, "review": r}, width)
     if round_finished(merged(state, update)):
         plan = state.get("plan") if rnd > 0 else None
         skill = plan["skill_id"] if plan else None
+        shown, shown_review = _round_best(cand, review, reviewed)
         entry = TrajectoryEntry(
             round=rnd,
-            candidate_id=cand["id"],
+            candidate_id=shown["id"],
             skill_id=skill,
             plan_reason=plan["reason"] if plan else "seed",
-            outcome=review["status"] if review["status"] == "correct" else "abandoned",
+            outcome=shown_review["status"] if shown_review["status"] == "correct" else "abandoned",
             repairs=state.get("repairs", 0),
-            runtime_ms=review.get("runtime_ms"),
-            timing_kind=review.get("timing_kind"),
-            speedup_vs_eager=review.get("speedup_vs_eager"),
-            error_digest=review.get("error_digest", ""),
+            runtime_ms=shown_review.get("runtime_ms"),
+            timing_kind=shown_review.get("timing_kind"),
+            speedup_vs_eager=shown_review.get("speedup_vs_eager"),
+            error_digest=shown_review.get("error_digest", ""),
             improved=improved,
         )
         if cand.get("verdict", {}).get("root_cause"):

@@ -50,9 +50,35 @@ def _jit_functions(module: types.ModuleType) -> list[Any]:
     return found
 
 
+def _inductor_kernels(module: types.ModuleType) -> list[Any]:
+    """TorchInductor's kernel objects (``CachingAutotuner``) among the module's globals."""
+    heuristics = sys.modules.get("torch._inductor.runtime.triton_heuristics")
+    if heuristics is None:
+        return []
+    return [v for v in vars(module).values() if isinstance(v, heuristics.CachingAutotuner)]
+
+
 def kernel_resources(module: types.ModuleType) -> list[dict[str, Any]]:
-    """Resource usage of every compiled specialization of the module's Triton kernels."""
+    """Resource usage of every compiled specialization of the module's Triton kernels.
+
+    Kernels written with ``@triton.jit`` are read from Triton's per-function cache; kernels of a
+    TorchInductor output module from the launchers of its ``CachingAutotuner`` objects.
+    """
     out = []
+    for tuner in _inductor_kernels(module):
+        for launcher in getattr(tuner, "launchers", []):
+            spills = getattr(launcher, "n_spills", None)
+            cfg = getattr(launcher, "config", None)
+            out.append(
+                {
+                    "kernel": tuner.fn.__name__,
+                    "registers_per_thread": getattr(launcher, "n_regs", None),
+                    "spill_bytes": 4 * spills if spills is not None else None,
+                    "shared_mem_bytes": getattr(launcher, "shared", None),
+                    "num_warps": getattr(cfg, "num_warps", None),
+                    "num_stages": getattr(cfg, "num_stages", None),
+                }
+            )
     for jit in _jit_functions(module):
         for entry in getattr(jit, "device_caches", {}).values():
             for kernel in entry[0].values():
@@ -80,8 +106,9 @@ _NO_KERNEL_OPS = {
 def launched_kernels(fn: Any) -> list[str]:
     """Kernels one call of ``fn`` launches, counted without a profiler (CUPTI takes seconds to start).
 
-    Triton launches are counted by patching ``JITFunction.run`` (named after the kernel); PyTorch
-    work by a dispatch mode that records every aten op except views and allocations (named
+    Triton launches are counted by patching ``JITFunction.run`` and, when TorchInductor's runtime is
+    loaded, ``CachingAutotuner.run`` (both named after the kernel); PyTorch work by a dispatch mode
+    that records every aten op except views and allocations (named
     ``aten::OP``). An approximation of the CUDA launch list, good for launch counts and for "did
     the candidate's own kernel run".
     """
@@ -105,12 +132,23 @@ def launched_kernels(fn: Any) -> list[str]:
         return orig(self, *args, **kwargs)
 
     JITFunction.run = run
+    heuristics = sys.modules.get("torch._inductor.runtime.triton_heuristics")
+    tuner_orig: Any = heuristics.CachingAutotuner.run if heuristics is not None else None
+
+    def tuner_run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        names.append(self.fn.__name__)
+        return tuner_orig(self, *args, **kwargs)
+
+    if heuristics is not None:
+        heuristics.CachingAutotuner.run = tuner_run
     try:
         with _Ops():
             fn()
         torch.cuda.synchronize()
     finally:
         JITFunction.run = orig
+        if heuristics is not None:
+            heuristics.CachingAutotuner.run = tuner_orig
     return names
 
 

@@ -15,8 +15,9 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .result import ReviewResult, failure
 
@@ -71,17 +72,61 @@ def run_review(
         "device": device,
         **options,
     }
-    req_path, res_path = work / f"req_{safe}.json", work / f"res_{safe}.json"
+    # TorchInductor modules (compiler seeds) compile their kernels in-process: a compile-worker pool
+    # would take seconds to start in every evaluation, and Triton's on-disk cache makes kernels load fast.
+    review_env = {"TORCHINDUCTOR_COMPILE_THREADS": os.environ.get("TORCHINDUCTOR_COMPILE_THREADS", "1")}
+    out = run_child("kernelskill.runner.worker", req, work, safe, timeout_s, env_extra=review_env)
+    if isinstance(out, ChildFailure):
+        return failure(out.status, out.digest, out.log_tail, candidate_id, wall_s=out.wall_s)
+    result: ReviewResult = out.result
+    result.setdefault("wall_s", out.wall_s)
+    return result
+
+
+@dataclass
+class ChildFailure:
+    """A child process that timed out (``timeout``) or died before writing its result (``crashed``)."""
+
+    status: Literal["timeout", "crashed"]
+    digest: str
+    log_tail: str
+    wall_s: float
+
+
+@dataclass
+class ChildResult:
+    """The JSON result a child process wrote, and how long it ran."""
+
+    result: Any
+    wall_s: float
+
+
+def run_child(
+    module: str,
+    req: dict[str, Any],
+    workdir: str | Path,
+    name: str,
+    timeout_s: float,
+    env_extra: dict[str, str] | None = None,
+) -> ChildResult | ChildFailure:
+    """Run ``python -m MODULE REQ.json RES.json`` in its own session with a scrubbed environment.
+
+    The request is written to ``workdir/req_NAME.json``, the output to ``log_NAME.txt``; on timeout
+    the whole process group is killed. Used for reviews and for compiler-seed captures.
+    """
+    work = Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    req_path, res_path = work / f"req_{name}.json", work / f"res_{name}.json"
     res_path.unlink(missing_ok=True)
     req_path.write_text(json.dumps(req))
-    log_path = work / f"log_{safe}.txt"
+    log_path = work / f"log_{name}.txt"
     t0 = time.perf_counter()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "kernelskill.runner.worker", str(req_path), str(res_path)],
+            [sys.executable, "-m", module, str(req_path), str(res_path)],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=scrubbed_env(),
+            env=scrubbed_env(env_extra),
             cwd=str(work),
             start_new_session=True,
         )
@@ -89,27 +134,20 @@ def run_review(
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
-            return failure(
+            return ChildFailure(
                 "timeout",
                 f"evaluation exceeded {timeout_s:g} s and was killed (hang or infinite loop?)",
                 _tail(log_path),
-                candidate_id,
-                wall_s=time.perf_counter() - t0,
+                time.perf_counter() - t0,
             )
     wall = time.perf_counter() - t0
     _kill_group(proc)  # leftovers (threads, children) never outlive the evaluation
     if code != 0 or not res_path.exists():
         how = _signal_name(code) if code < 0 else f"exit code {code}"
-        return failure(
-            "crashed",
-            f"evaluation process died ({how}) before reporting a result",
-            _tail(log_path),
-            candidate_id,
-            wall_s=wall,
+        return ChildFailure(
+            "crashed", f"evaluation process died ({how}) before reporting a result", _tail(log_path), wall
         )
-    result: ReviewResult = json.loads(res_path.read_text())
-    result.setdefault("wall_s", wall)
-    return result
+    return ChildResult(json.loads(res_path.read_text()), wall)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

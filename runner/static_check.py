@@ -30,6 +30,11 @@ TIMER_TARGETS = re.compile(
     r"triton\.testing\.do_bench\w*|torch\.cuda\.Event\.\w+)$"
 )
 THREAD_MODULES = ("threading", "multiprocessing", "concurrent", "_thread", "asyncio", "subprocess")
+HEAVY_LIBRARY_OPS = re.compile(
+    r"^(mm|bmm|addmm|baddbmm|addmv|mv|dot|matmul|linear|_?convolution\w*|conv\w*|cudnn\w*|_cudnn\w*|miopen\w*|"
+    r"_scaled_dot_product\w*|_flash_attention\w*|_efficient_attention\w*|_?lstm\w*|_?gru\w*|_?rnn\w*|"
+    r"_int_mm|_scaled_mm)$"
+)  # library calls (cuBLAS / cuDNN / fused attention) that do a task's main work
 
 
 @dataclass
@@ -62,9 +67,41 @@ def dotted_name(node: ast.AST) -> str:
 _dotted = dotted_name
 
 
-def _kernels(tree: ast.AST) -> list[ast.FunctionDef]:
+def embedded_kernel_trees(tree: ast.AST) -> list[ast.Module]:
+    """Kernel modules passed as source strings, as TorchInductor's output does.
+
+    ``name = async_compile.triton('name', \'\'\'...@triton.jit def name(...)...\'\'\', ...)``: the
+    kernel's code is the second argument.
+    """
     out = []
     for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and _dotted(n.func).endswith("async_compile.triton") and len(n.args) >= 2:
+            src = n.args[1]
+            if isinstance(src, ast.Constant) and isinstance(src.value, str):
+                try:
+                    out.append(ast.parse(src.value))
+                except SyntaxError:
+                    continue
+    return out
+
+
+def library_calls(tree: ast.AST) -> list[tuple[str, int]]:
+    """Calls into library kernels anywhere in the module: ``extern_kernels.X`` and ATen ops (name, line)."""
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call):
+            root, _, tail = _dotted(n.func).rpartition(".")
+            if root == "extern_kernels":
+                out.append((tail, n.lineno))
+            elif root.endswith("aten") or ".aten." in f".{root}.":
+                op = root.rsplit(".", 1)[-1] if not root.endswith("aten") else tail
+                out.append((op, n.lineno))
+    return out
+
+
+def _kernels(tree: ast.AST) -> list[ast.FunctionDef]:
+    out = []
+    for n in [x for t in [tree, *embedded_kernel_trees(tree)] for x in ast.walk(t)]:
         if isinstance(n, ast.FunctionDef) and any("jit" in _dotted(d) for d in n.decorator_list):
             if any(_dotted(c.func).startswith("tl.") for c in ast.walk(n) if isinstance(c, ast.Call)):
                 out.append(n)
@@ -150,6 +187,10 @@ def check_source(source: str, reference: str | None = None) -> StaticReport:
                 report.strict.append(f"setattr on {_dotted(n.args[0])}: patching timers is not allowed")
             if re.search(r"(^|\.)(Stream|stream|ExternalStream)$", name) and "cuda" in name:
                 report.strict.append(f"calls {name}: work on extra streams escapes the timer")
+    for op, line in library_calls(tree):
+        if HEAVY_LIBRARY_OPS.match(op):
+            report.warnings.append(f"library call {op} (line {line}): the main work runs in cuBLAS / cuDNN")
+            _label(report, "library_main_work")
     if re.search(r"cudaStreamCreate|cudaStreamNonBlocking", source):
         report.strict.append("CUDA source creates streams: work on extra streams escapes the timer")
     for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "ModelNew"):
@@ -170,9 +211,6 @@ def check_source(source: str, reference: str | None = None) -> StaticReport:
                 if root == "self" and tail in subs and subs[tail].startswith(HEAVY_MODULES):
                     report.warnings.append(f"nn.{subs[tail]} submodule self.{tail} called in forward, line {n.lineno}")
                     _label(report, "torch_main_work")
-                elif root == "extern_kernels":
-                    report.warnings.append(f"library call {name} in forward, line {n.lineno}")
-                    _label(report, "library_main_work")
                 elif tail in HEAVY_OPS and root and not root.startswith(("self", "tl", "triton")):
                     report.warnings.append(f"PyTorch {name} in forward, line {n.lineno}")
                     _label(report, "torch_main_work")

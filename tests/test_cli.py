@@ -68,3 +68,9 @@ def test_demo_runs_all_six_nodes(tmp_path):
     assert "compile_error" in out.output  # the seed fails to compile, then is repaired
     assert "round budget spent" in out.output
     assert "model-backed planner:" in out.output and "rejected first:" in out.output
+
+
+def test_offline_engine_without_cuda_explains(task_path):
+    out = runner.invoke(app, ["optimize", str(task_path), "--engine", "offline", "--device", "cpu"])
+    assert out.exit_code == 2
+    assert "offline engine needs a CUDA GPU" in out.output and "KERNELSKILL_MODEL" in out.output

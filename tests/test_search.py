@@ -48,7 +48,8 @@ def test_extra_seed_rescues_a_failed_first_seed(tmp_path, task_path, candidate):
         ("r0-generator-1", "correct"),
     ]
     assert state["best"]["candidate"]["id"] == "r0-generator-1"
-    assert state["trajectory"][0]["outcome"] == "abandoned"
+    # the seed round is remembered by its best reviewed candidate: the extra seed
+    assert (state["trajectory"][0]["candidate_id"], state["trajectory"][0]["outcome"]) == ("r0-generator-1", "correct")
     assert state["candidates"][-1]["parent_id"] == "r0-generator-1"
     assert [e["round"] for e in state["trajectory"]] == [0, 1]
     assert sum(1 for t in state["tokens"] if t["role"] == "generator") == 2

@@ -1,0 +1,93 @@
+"""Compiler seeds: TorchInductor's kernels for the task, as candidates (see ``runner/inductor_seed.py``).
+
+Each variant is captured in its own child process (TorchInductor compiles and runs the reference on
+the GPU) with ``Context.seed_timeout_s`` as its limit. ``default`` is what ``torch.compile`` makes;
+when its main work stays in a library call (cuBLAS / cuDNN through ``extern_kernels``), the
+``triton`` variant asks Inductor for Triton GEMM / convolution templates so that a custom-kernel
+candidate exists too. ``autotune`` (max-autotune + coordinate-descent tuning) is the
+``autotune_sweep`` skill applied to a compiler seed (``nodes/transforms.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelskill.graph.context import Context
+from kernelskill.runner.sandbox import ChildFailure, run_child
+from kernelskill.runner.static_check import HEAVY_MODULES, HEAVY_OPS, forward_compute_ops
+
+SEED_MARK = "kernelskill compiler seed for"
+
+
+@dataclass
+class SeedOutcome:
+    """One variant's capture: the candidate source, or why there is none."""
+
+    variant: str
+    source: str = ""
+    error: str = ""
+    capture: dict[str, Any] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """A candidate source was produced."""
+        return bool(self.source)
+
+    def note(self) -> str:
+        """One line for the candidate's note or the run's progress."""
+        if not self.ok:
+            return f"compiler seed ({self.variant}) unavailable: {self.error}"
+        heavy = self.capture.get("heavy_extern_calls") or []
+        lib = f"; main work in library calls {', '.join(heavy)}" if heavy else ""
+        return f"compiler seed: TorchInductor, variant {self.variant} ({self.wall_s:.0f} s to capture{lib})"
+
+
+def is_compiler_seed(source: str) -> str | None:
+    """The Inductor variant a candidate source was captured with, or None."""
+    m = re.search(re.escape(SEED_MARK) + r" .*?\(variant '(\w+)'\)", source[:2000], re.S)
+    return m.group(1) if m else None
+
+
+def capture_variant(ctx: Context, task_path: str, variant: str, workdir: Path) -> SeedOutcome:
+    """Capture one Inductor variant of the task in a child process."""
+    req = {"task_path": str(Path(task_path).resolve()), "variant": variant, "seed": ctx.seed}
+    out = run_child("kernelskill.runner.inductor_seed", req, workdir, f"seed_{variant}", ctx.seed_timeout_s)
+    if isinstance(out, ChildFailure):
+        what = "timed out" if out.status == "timeout" else "crashed"
+        return SeedOutcome(variant, error=f"capture {what}: {out.digest}", wall_s=out.wall_s)
+    res = out.result
+    if not res.get("ok"):
+        return SeedOutcome(variant, error=str(res.get("error", "unknown error")), wall_s=out.wall_s)
+    return SeedOutcome(variant, source=res["source"], capture=res.get("capture", {}), wall_s=out.wall_s)
+
+
+def likely_library_work(task_source: str) -> bool:
+    """True when the reference's forward calls a GEMM / convolution / attention / RNN op or module."""
+    ops = forward_compute_ops(task_source, "Model")
+    return bool(ops & HEAVY_OPS) or any(op.startswith(tuple(m.lower() for m in HEAVY_MODULES)) for op in ops)
+
+
+def compiler_seeds(ctx: Context, task_path: str, workdir: Path) -> list[SeedOutcome]:
+    """The ``default`` variant, plus ``triton`` when the default's main work is a library call.
+
+    When the reference's forward visibly calls a heavy op, both captures run at once (two child
+    processes: compiling is mostly CPU work); the ``triton`` one is kept only if it is needed.
+    """
+    if likely_library_work(Path(task_path).read_text()):
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            first_f, second_f = (
+                pool.submit(capture_variant, ctx, task_path, v, workdir) for v in ("default", "triton")
+            )
+            first, second = first_f.result(), second_f.result()
+        needed = not first.ok or first.capture.get("heavy_extern_calls")
+        return [first, second] if needed else [first]
+    first = capture_variant(ctx, task_path, "default", workdir)
+    outcomes = [first]
+    if not first.ok or first.capture.get("heavy_extern_calls"):
+        outcomes.append(capture_variant(ctx, task_path, "triton", workdir))
+    return outcomes

@@ -1,0 +1,128 @@
+"""Deterministic skills: source transforms the optimizer applies without a model (offline engine).
+
+Each transform implements the method of the skill cards that name it (``transform:`` in the card):
+
+- ``cuda_graph`` (card ``cuda-graphs``): the candidate's ``ModelNew`` is subclassed; the subclass
+  captures the forward once per input signature in a CUDA graph (after two warm-up calls that
+  compile, autotune and allocate) and replays it, copying new inputs into the static input buffers
+  and returning clones of the static outputs (so a later call never overwrites a returned tensor).
+- ``autotune_sweep`` (cards ``autotune-configs``, ``block-size-num-warps``): for a compiler seed,
+  TorchInductor's own sweep (max-autotune over GEMM/convolution templates plus coordinate-descent
+  tuning of every kernel's block sizes, ``num_warps`` and ``num_stages``), captured as a new seed;
+  for a hand-written candidate, one-knob-at-a-time neighbours of each launch's constexpr tile sizes
+  and ``num_warps`` / ``num_stages`` (``nodes/sweep.py``), every variant reviewed.
+
+The reviewer judges every result like any other candidate; a transform only proposes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernelskill.graph.context import Context
+from kernelskill.runner.inductor_seed import TUNED
+
+from .compiler import capture_variant, is_compiler_seed
+from .sweep import sweep_variants, sweepable_launches
+
+GRAPH_MARK = "# ---- kernelskill transform: cuda_graph"
+SWEEP_VARIANTS = 4
+
+CUDA_GRAPH_WRAPPER = '''
+
+GRAPH_MARK ------------------------------------------------------------------
+_KsEagerModelNew = ModelNew
+
+
+def _ks_clone(out):
+    if isinstance(out, torch.Tensor):
+        return out.clone()
+    if isinstance(out, (tuple, list)):
+        return type(out)(_ks_clone(o) for o in out)
+    return out
+
+
+class ModelNew(_KsEagerModelNew):
+    """The candidate's forward, captured in a CUDA graph per input signature and replayed."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._ks_graphs = {}
+
+    def _ks_capture(self, inputs):
+        static_in = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        for _ in range(2):  # compile, autotune and allocate before the capture
+            super().forward(*static_in)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = super().forward(*static_in)
+        return graph, static_in, static_out
+
+    def forward(self, *inputs):
+        key = tuple(
+            (tuple(x.shape), x.stride(), x.dtype, x.device) if isinstance(x, torch.Tensor) else repr(x) for x in inputs
+        )
+        entry = self._ks_graphs.get(key)
+        if entry is None:
+            entry = self._ks_graphs[key] = self._ks_capture(inputs)
+        graph, static_in, static_out = entry
+        for dst, src in zip(static_in, inputs):
+            if isinstance(dst, torch.Tensor):
+                dst.copy_(src)
+        graph.replay()
+        return _ks_clone(static_out)
+'''.replace("GRAPH_MARK", GRAPH_MARK)
+
+
+def cuda_graph_wrap(source: str) -> str:
+    """``source`` with its ``ModelNew`` replayed from a CUDA graph (idempotent)."""
+    if GRAPH_MARK in source:
+        return source
+    head = source if "import torch\n" in source else "import torch\n" + source
+    return head.rstrip() + "\n" + CUDA_GRAPH_WRAPPER
+
+
+def unwrap_cuda_graph(source: str) -> str:
+    """``source`` without the CUDA-graph wrapper."""
+    i = source.find("\n\n" + GRAPH_MARK)
+    return source if i < 0 else source[:i].rstrip() + "\n"
+
+
+def applicable(transform: str, source: str) -> str | None:
+    """None when ``transform`` can be applied to ``source``, else why not."""
+    if not source:
+        return "no source"
+    if transform == "cuda_graph":
+        return "already replayed from a CUDA graph" if GRAPH_MARK in source else None
+    if transform == "autotune_sweep":
+        variant = is_compiler_seed(source)
+        if variant is not None:
+            return None if variant in TUNED else "already TorchInductor's autotuned variant"
+        if any(launch.knobs and not launch.skip_reason for launch in sweepable_launches(unwrap_cuda_graph(source))):
+            return None
+        return "no launch with literal constexpr tile sizes or num_warps to sweep"
+    return f"no deterministic transform named {transform!r}"
+
+
+def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Path) -> tuple[list[str], list[str], str]:
+    """Apply ``transform`` to ``source``: (new sources, one note per source, problem or '')."""
+    why = applicable(transform, source)
+    if why:
+        return [], [], f"{transform} not applicable: {why}"
+    if transform == "cuda_graph":
+        return [cuda_graph_wrap(source)], ["cuda_graph: forward captured in a CUDA graph and replayed"], ""
+    graphed = GRAPH_MARK in source
+    base = unwrap_cuda_graph(source)
+    variant = is_compiler_seed(base)
+    if variant is not None:
+        outcome = capture_variant(ctx, task_path, TUNED[variant], workdir)
+        if not outcome.ok:
+            return [], [], outcome.note()
+        new = cuda_graph_wrap(outcome.source) if graphed else outcome.source
+        return [new], [f"autotune_sweep: {outcome.note()}"], ""
+    variants = sweep_variants(base, max_variants=SWEEP_VARIANTS)
+    if not variants:
+        return [], [], "autotune_sweep: no variant to try"
+    sources = [cuda_graph_wrap(v) if graphed else v for v, _ in variants]
+    return sources, [f"autotune_sweep: {note}" for _, note in variants], ""

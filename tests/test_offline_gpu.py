@@ -1,0 +1,47 @@
+"""The compiler seed and the deterministic skills on a real GPU (marked gpu; run with `make test-gpu`).
+
+Needs only torch + triton (no model, no LangGraph): capture -> emit -> review, as the offline
+engine's generator and optimizer do.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from kernelskill.graph.context import Context
+from kernelskill.nodes.compiler import capture_variant, compiler_seeds
+from kernelskill.nodes.transforms import cuda_graph_wrap
+from kernelskill.runner.sandbox import run_review
+
+pytestmark = pytest.mark.gpu
+
+TASKS = Path(__file__).parent.parent / "evals" / "tasks"
+
+
+def test_compiler_seed_of_a_norm_is_a_correct_custom_kernel(tmp_path):
+    task = TASKS / "level1" / "26_layer_norm.py"
+    seeds = compiler_seeds(Context(), str(task), tmp_path / "seeds")
+    assert [s.variant for s in seeds] == ["default"] and seeds[0].ok, seeds[0].error
+    r = run_review(task, seeds[0].source, tmp_path, "seed", device="cuda")
+    assert r["status"] == "correct", r.get("error_digest")
+    assert r["custom_kernel"] and r["metrics"]["launch_count"] >= 1 and r["kernels"]  # resources read from Inductor
+    graphed = run_review(task, cuda_graph_wrap(seeds[0].source), tmp_path, "graphed", device="cuda")
+    assert graphed["status"] == "correct", graphed.get("error_digest")
+
+
+def test_gemm_task_gets_a_library_seed_and_a_triton_template_seed(tmp_path):
+    task = TASKS / "level2" / "01_linear_gelu_scale.py"
+    seeds = compiler_seeds(Context(), str(task), tmp_path / "seeds")
+    assert [s.variant for s in seeds] == ["default", "triton"] and all(s.ok for s in seeds)
+    cublas = run_review(task, seeds[0].source, tmp_path, "cublas", device="cuda")
+    template = run_review(task, seeds[1].source, tmp_path, "template", device="cuda")
+    assert cublas["status"] == template["status"] == "correct"
+    assert "library_main_work" in cublas["labels"] and not cublas["custom_kernel"]
+    assert template["custom_kernel"] and "library_main_work" not in template["labels"]
+
+
+def test_tuned_recapture_is_correct(tmp_path):
+    task = TASKS / "level1" / "24_softmax.py"
+    tuned = capture_variant(Context(), str(task), "autotune", tmp_path)
+    assert tuned.ok, tuned.error
+    assert run_review(task, tuned.source, tmp_path, "tuned", device="cuda")["status"] == "correct"

@@ -1,0 +1,50 @@
+"""The offline engine's whole graph on CPU: compiler seed -> review -> policy -> deterministic skills.
+
+The compiler seed needs a GPU (TorchInductor's Triton output), so here it is replaced by a
+hand-written seed and CUDA is pretended present in the agent process only; every candidate is still
+reviewed for real, in its own process, on Triton's CPU interpreter.
+"""
+
+from pathlib import Path
+
+from kernelskill.graph.context import Context
+from kernelskill.nodes import generator as generator_node
+from kernelskill.nodes.compiler import SeedOutcome
+from kernelskill.runs import execute, new_run
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_offline_graph_applies_deterministic_skills(tmp_path, monkeypatch, task_path):
+    import kernelskill.runner.env as env
+
+    seed_source = (FIXTURES / "candidates" / "good.py").read_text()
+    seed_source = seed_source.replace("n = x.numel()\n", "n = x.numel()\n        BLOCK = 256\n")
+    seed_source = seed_source.replace("triton.cdiv(n, 256)", "triton.cdiv(n, BLOCK)").replace(
+        "BLOCK=256", "BLOCK=BLOCK"
+    )
+    monkeypatch.setattr(env, "cuda_available", lambda: True)
+    monkeypatch.setattr(
+        generator_node,
+        "compiler_seeds",
+        lambda ctx, path, workdir: [SeedOutcome("default", source=seed_source), SeedOutcome("triton", error="n/a")],
+    )
+    ctx = Context(max_rounds=2)
+    state = execute(new_run(task_path, ctx, root=tmp_path / "runs"))
+    assert state["engine"] == "offline" and state["budget"]["max_repairs"] == 0
+    first = state["candidates"][0]
+    assert first["origin"] == "compiler" and first["id"] == "r0-compiler-0"
+    assert state["best"]["review"]["status"] == "correct"
+    skills = [e["skill_id"] for e in state["trajectory"]]
+    assert skills == [None, "block-size-num-warps"]  # the policy's pick for a pointwise kernel
+    sweep = [c for c in state["candidates"] if c["note"].startswith("autotune_sweep:")]
+    assert len(sweep) >= 2 and all(c["origin"] == "optimizer" and c["parent_id"] == first["id"] for c in sweep)
+    assert {c["id"] for c in sweep} <= {a["candidate_id"] for a in state["attempts"]}  # every variant reviewed
+    # then nothing is left: the sweep's other card shares its transform, and CUDA graphs need >= 3 launches
+    stop = state["stop_reason"]
+    assert (
+        stop.startswith("offline: no deterministic skill left") and "autotune-configs (transform already tried" in stop
+    )
+    assert "cuda-graphs (applies_when failed: derived.launches_per_forward >= 3" in stop
+    report = (Path(ctx.run_dir) / "report.md").read_text()
+    assert "OFFLINE engine" in report
