@@ -132,6 +132,7 @@ def main() -> None:
                 "registers": r.get("metrics", {}).get("registers_per_thread"),
                 "wall_s": r.get("wall_s"),
                 "phases": r.get("phases", {}),
+                "correctness_seconds": (r.get("correctness") or {}).get("seconds", {}),
             }
         )
         print(f"review {sol.stem}: {r['status']} {r.get('speedup_vs_eager')} wall {r.get('wall_s'):.1f}s", flush=True)

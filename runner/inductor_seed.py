@@ -219,6 +219,24 @@ def _outputs_kind(out: Any) -> dict[str, Any]:
     raise SeedError(f"forward returns {type(out).__name__}: only a tensor or a flat tuple/list of tensors is supported")
 
 
+def _build(cls: Any, task: Any, seed: int, device: str) -> Any:
+    """``cls(*get_init_inputs())`` under ``seed`` on ``device``, in eval mode (as the reviewer builds models)."""
+    import torch
+
+    torch.manual_seed(seed)
+    with torch.device(device):
+        return cls(*task.get_init_inputs()).to(device).eval()
+
+
+def _inputs(task: Any, seed: int, device: str) -> list[Any]:
+    """``get_inputs()`` under ``seed`` on ``device``."""
+    import torch
+
+    torch.manual_seed(seed)
+    with torch.device(device):
+        return [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+
+
 def capture(task_path: str, variant: str = "default", seed: int = 42, device: str = "cuda") -> dict[str, Any]:
     """Compile the task's reference with Inductor ``variant`` and record its output module."""
     if device == "cuda":  # kernels must really compile (a parent test session may have set the interpreter)
@@ -235,12 +253,8 @@ def capture(task_path: str, variant: str = "default", seed: int = 42, device: st
         raise SeedError(f"unknown variant {variant!r} (known: {', '.join(VARIANTS)})")
     task = load_task_module(task_path, name="kernelskill_seed_task")
     self_name, fparams = forward_params(task.Model)
-    torch.manual_seed(seed)
-    with torch.device(device):
-        model = task.Model(*task.get_init_inputs()).to(device).eval()
-    torch.manual_seed(seed + 1000)
-    with torch.device(device):
-        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    model = _build(task.Model, task, seed, device)
+    inputs = _inputs(task, seed + 1000, device)
     graphs: list[list[dict[str, Any]]] = []
 
     def backend(gm: Any, example_inputs: Any) -> Any:
@@ -316,15 +330,8 @@ def self_check(task_path: str, source: str, seed: int = 42, device: str = "cuda"
 
     task = load_task_module(task_path, name="kernelskill_seed_check_task")
     module = load_source_module(source, "kernelskill_seed_check", filename="<compiler seed>")
-    torch.manual_seed(seed)
-    with torch.device(device):
-        ref = task.Model(*task.get_init_inputs()).to(device).eval()
-    torch.manual_seed(seed)
-    with torch.device(device):
-        new = module.ModelNew(*task.get_init_inputs()).to(device).eval()
-    torch.manual_seed(seed + 2000)
-    with torch.device(device):
-        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    ref, new = _build(task.Model, task, seed, device), _build(module.ModelNew, task, seed, device)
+    inputs = _inputs(task, seed + 2000, device)
     with torch.no_grad():
         a, b = ref(*inputs), new(*inputs)
     a_list = list(a) if isinstance(a, (tuple, list)) else [a]

@@ -4,16 +4,24 @@ Candidate code is untrusted: it may raise, hang, segfault, or poison the CUDA co
 evaluation is a fresh ``python -m kernelskill.runner.worker`` process in its own session; on timeout
 the whole process group is killed. Whatever happens there comes back as a typed
 :class:`~.result.ReviewResult`; nothing propagates into the caller.
+
+Spare workers: a process serves exactly one evaluation, but it need not start when the evaluation
+does. When a review takes its process, the next one is started at once (``worker --spare``: it
+imports torch, then waits on its stdin for one request), so the ~3 s of interpreter start and
+torch import overlap the current evaluation instead of adding to the next. A spare that finds its
+stdin closed (the parent went away) exits; ``KERNELSKILL_SPARE_WORKER=0`` turns spares off.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,7 +83,7 @@ def run_review(
     # TorchInductor modules (compiler seeds) compile their kernels in-process: a compile-worker pool
     # would take seconds to start in every evaluation, and Triton's on-disk cache makes kernels load fast.
     review_env = {"TORCHINDUCTOR_COMPILE_THREADS": os.environ.get("TORCHINDUCTOR_COMPILE_THREADS", "1")}
-    out = run_child("kernelskill.runner.worker", req, work, safe, timeout_s, env_extra=review_env)
+    out = run_child("kernelskill.runner.worker", req, work, safe, timeout_s, env_extra=review_env, spare=True)
     if isinstance(out, ChildFailure):
         return failure(out.status, out.digest, out.log_tail, candidate_id, wall_s=out.wall_s)
     result: ReviewResult = out.result
@@ -108,11 +116,14 @@ def run_child(
     name: str,
     timeout_s: float,
     env_extra: dict[str, str] | None = None,
+    spare: bool = False,
 ) -> ChildResult | ChildFailure:
     """Run ``python -m MODULE REQ.json RES.json`` in its own session with a scrubbed environment.
 
     The request is written to ``workdir/req_NAME.json``, the output to ``log_NAME.txt``; on timeout
-    the whole process group is killed. Used for reviews and for compiler-seed captures.
+    the whole process group is killed. Used for reviews and for compiler-seed captures. With
+    ``spare`` (a module that supports ``--spare``, i.e. the worker) a pre-started process is used
+    when one is ready, and the next one is started.
     """
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
@@ -121,15 +132,22 @@ def run_child(
     req_path.write_text(json.dumps(req))
     log_path = work / f"log_{name}.txt"
     t0 = time.perf_counter()
+    env = scrubbed_env(env_extra)
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", module, str(req_path), str(res_path)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=scrubbed_env(env_extra),
-            cwd=str(work),
-            start_new_session=True,
-        )
+        proc = SPARES.take(module, env) if spare and spares_enabled() else None
+        if proc is not None:  # hand the waiting process its one request
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps([str(req_path), str(res_path), str(log_path), str(work)]) + "\n")
+            proc.stdin.close()
+        else:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", module, str(req_path), str(res_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=str(work),
+                start_new_session=True,
+            )
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -148,6 +166,47 @@ def run_child(
             "crashed", f"evaluation process died ({how}) before reporting a result", _tail(log_path), wall
         )
     return ChildResult(json.loads(res_path.read_text()), wall)
+
+
+def spares_enabled() -> bool:
+    """Spare workers are on unless ``KERNELSKILL_SPARE_WORKER=0``."""
+    return os.environ.get("KERNELSKILL_SPARE_WORKER", "1") != "0"
+
+
+class _Spares:
+    """At most one waiting process, for one (module, environment); it serves one request."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[tuple[str, tuple[tuple[str, str], ...]], subprocess.Popen] = {}
+        atexit.register(self.close)
+
+    def take(self, module: str, env: dict[str, str]) -> subprocess.Popen | None:
+        """The ready spare for this module and environment (None on first use), and start the next."""
+        key = (module, tuple(sorted(env.items())))
+        proc = self.waiting.pop(key, None)
+        if proc is not None and proc.poll() is not None:  # it died while waiting
+            proc = None
+        self.close()  # a spare made for another environment would never be used
+        self.waiting[key] = subprocess.Popen(
+            [sys.executable, "-m", module, "--spare"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=tempfile.gettempdir(),
+            start_new_session=True,
+            text=True,
+        )
+        return proc
+
+    def close(self) -> None:
+        """Stop every waiting spare (at exit)."""
+        for proc in self.waiting.values():
+            _kill_group(proc)
+        self.waiting.clear()
+
+
+SPARES = _Spares()
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -262,16 +262,27 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
         recorder = LaunchRecorder()
     trials = int(req.get("trials", 5))
     atol, rtol = req.get("atol"), req.get("rtol")
-    correctness: dict[str, Any] = {"trials": 0, "atol": atol, "rtol": rtol}
+    correctness: dict[str, Any] = {"trials": 0, "atol": atol, "rtol": rtol, "seconds": {}}
     launched: list[str] = []  # kernels launched by the first trial (CUDA)
 
+    steps: dict[str, float] = {}  # seconds per step, summed over the trials (where the time goes)
+
+    def step(name: str, t0: float) -> float:
+        now = time.perf_counter()
+        steps[name] = round(steps.get(name, 0.0) + now - t0, 4)
+        return now
+
     def check(trial_seed: int, when: str, record: bool = False) -> ReviewResult | None:
+        t = time.perf_counter()
         inputs = run.inputs(trial_seed)
         with torch.no_grad():
             ref_out = ref(*_clone(inputs))
             if use_cuda:
                 torch.cuda.synchronize()
+            t = step("inputs_and_reference", t)
+            if use_cuda:
                 poison_cuda_cache()
+                t = step("poison", t)
             try:
                 if record and recorder is not None:
                     with recorder:
@@ -289,7 +300,9 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
                     torch.cuda.synchronize()
             except BaseException as e:  # noqa: BLE001
                 return fail(_classify(e), e, correctness=correctness)
+        t = step("candidate_first_call" if record else "candidate", t)
         reason = compare(ref_out, new_out, atol, rtol)
+        step("compare", t)
         if reason:
             return failure(
                 "wrong_output",
@@ -307,6 +320,7 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
         if bad:
             return bad
         correctness["trials"] = trial + 1
+    correctness["seconds"] = dict(steps)
     phase("correctness")
 
     if recorder is not None and not recorder.launches and static.kernels and "__global__" not in source:
@@ -477,8 +491,33 @@ def _profile_on_gpu(
             result["warnings"].append(f"ncu: {prof.get('error')}")
 
 
+def serve_as_spare() -> tuple[str, str] | None:
+    """``--spare``: import torch, then wait for one request line on stdin (see ``sandbox``).
+
+    The line is ``[request path, result path, log path, working directory]``; the log file replaces
+    stdout and stderr. None when stdin closes first (the parent went away).
+    """
+    import torch  # noqa: F401 - the point: pay the import before the evaluation starts
+
+    line = sys.stdin.readline()
+    if not line.strip():
+        return None
+    req_path, res_path, log_path, cwd = json.loads(line)
+    os.chdir(cwd)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    return req_path, res_path
+
+
 def main(argv: list[str]) -> int:
     """Entry point: read the request, write the result; exit 0 unless the process itself broke."""
+    if argv[1:] == ["--spare"]:
+        paths = serve_as_spare()
+        if paths is None:
+            return 0
+        argv = [argv[0], *paths]
     req_path, res_path = argv[1], argv[2]
     req = json.loads(Path(req_path).read_text())
     result = evaluate(req)

@@ -61,3 +61,33 @@ def test_invalid_task(candidate, tmp_path):
     r = review(FIXTURES / "tasks" / "broken_task.py", candidate("good"), tmp_path, "x")
     assert r["status"] == "invalid_task"
     assert "get_inputs" in r["error_digest"]
+
+
+def test_spare_worker_serves_the_next_review_once(task_path, candidate, tmp_path, monkeypatch):
+    from kernelskill.runner import sandbox
+
+    monkeypatch.setenv("KERNELSKILL_SPARE_WORKER", "1")
+    review(task_path, candidate("good"), tmp_path, "first")
+    (spare,) = sandbox.SPARES.waiting.values()  # started while the first review ran
+    assert spare.poll() is None
+    second = review(task_path, candidate("good"), tmp_path, "second")
+    assert second["status"] == "correct", second.get("error_digest")
+    assert spare.wait(timeout=5) == 0  # it served the second review and exited
+    (nxt,) = sandbox.SPARES.waiting.values()
+    assert nxt.pid != spare.pid
+    crashed = review(task_path, candidate("segfault"), tmp_path, "crash_in_spare")
+    assert crashed["status"] == "crashed" and "SIGSEGV" in crashed["error_digest"]
+    sandbox.SPARES.close()
+    assert nxt.wait(timeout=5) is not None and not sandbox.SPARES.waiting
+
+
+def test_spare_exits_when_its_parent_goes_away():
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kernelskill.runner.worker", "--spare"], stdin=subprocess.PIPE, text=True
+    )
+    assert proc.stdin is not None
+    proc.stdin.close()  # what a dead parent looks like from the spare
+    assert proc.wait(timeout=60) == 0
