@@ -85,6 +85,16 @@ def test_fixture_arity_matches_placeholders_and_library_calls_are_found():
         assert seed.heavy_extern_calls(cap["code"]) == heavy, name
 
 
+def test_graph_module_is_the_last_module_whose_call_fits_the_placeholders():
+    main = fixture("01_linear_gelu_scale_default")["code"]  # call() takes 3 arguments
+    helper = "def call(args):\n    arg0_1, = args\n    return (arg0_1,)\n"
+    assert seed.graph_module([main], 3) == main
+    assert seed.graph_module([main, helper], 3) == main
+    assert seed.graph_module([helper, main, helper], 3) == main
+    with pytest.raises(seed.SeedError, match="none of the 1 generated module"):
+        seed.graph_module([helper], 3)
+
+
 def test_emitted_candidate_is_standalone_and_feeds_call_in_placeholder_order():
     src = emitted("01_linear_gelu_scale_default", "level2/01_linear_gelu_scale.py")
     tree = ast.parse(src)

@@ -48,3 +48,27 @@ def test_offline_graph_applies_deterministic_skills(tmp_path, monkeypatch, task_
     assert "cuda-graphs (applies_when failed: derived.launches_per_forward >= 3" in stop
     report = (Path(ctx.run_dir) / "report.md").read_text()
     assert "OFFLINE engine" in report
+
+
+def test_model_mode_on_cuda_adds_the_compiler_seed_and_shows_it_to_the_model(tmp_path, monkeypatch, task_path):
+    import kernelskill.runner.env as env
+
+    from scripts_util import fenced, write_script
+
+    good = (FIXTURES / "candidates" / "good.py").read_text()
+    compiler_source = good.replace("class ModelNew", "# kernelskill test compiler seed\nclass ModelNew")
+    monkeypatch.setattr(env, "cuda_available", lambda: True)
+    monkeypatch.setattr(
+        generator_node, "compiler_seeds", lambda ctx, path, workdir: [SeedOutcome("default", source=compiler_source)]
+    )
+    # the only generator rule matches the starting-point text: without it the scripted model has no reply
+    script = write_script(
+        tmp_path / "script", [{"role": "generator", "match": "Starting point: TorchInductor", "reply": fenced(good)}]
+    )
+    state = execute(new_run(task_path, Context(scripted=str(script), max_rounds=0), root=tmp_path / "runs"))
+    assert state["engine"] == "llm" and state["budget"]["max_repairs"] == 3
+    assert [(c["id"], c["origin"]) for c in state["candidates"]] == [
+        ("r0-generator-0", "generator"),
+        ("r0-compiler-1", "compiler"),
+    ]
+    assert [a["status"] for a in state["attempts"]] == ["correct", "correct"]
