@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .static_check import HEAVY_LIBRARY_OPS
+from .static_check import HEAVY_LIBRARY_OPS, library_calls
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
@@ -152,11 +152,8 @@ def graph_module(codes: list[str], n_placeholders: int) -> str:
 
 
 def extern_calls(code: str) -> list[str]:
-    """Library calls the output module makes: ``extern_kernels.X`` and ATen fallbacks."""
-    found = re.findall(r"\bextern_kernels\.(\w+)\(", code)
-    found += re.findall(r"\btorch\.ops\.aten\.(\w+)(?:\.\w+)?\(", code)
-    found += re.findall(r"(?<![\w.])aten\.(\w+)(?:\.\w+)?\(", code)
-    return sorted(set(found))
+    """Library calls the output module makes: ``extern_kernels.X`` and ATen fallbacks (static_check's reading)."""
+    return sorted({op for op, _ in library_calls(ast.parse(code))})
 
 
 def heavy_extern_calls(code: str) -> list[str]:

@@ -90,12 +90,11 @@ def library_calls(tree: ast.AST) -> list[tuple[str, int]]:
     out = []
     for n in ast.walk(tree):
         if isinstance(n, ast.Call):
-            root, _, tail = _dotted(n.func).rpartition(".")
-            if root == "extern_kernels":
-                out.append((tail, n.lineno))
-            elif root.endswith("aten") or ".aten." in f".{root}.":
-                op = root.rsplit(".", 1)[-1] if not root.endswith("aten") else tail
-                out.append((op, n.lineno))
+            parts = _dotted(n.func).split(".")
+            for lib in ("extern_kernels", "aten"):  # extern_kernels.mm(...), torch.ops.aten.mm.default(...)
+                if lib in parts[:-1]:
+                    out.append((parts[parts.index(lib) + 1], n.lineno))
+                    break
     return out
 
 
