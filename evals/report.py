@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kernelskill.graph.context import ROLES
+
 from .metrics import summarize, task_row
 from .suite import EVAL_META, read_meta, specs_from_meta, write_json
 
@@ -64,8 +66,7 @@ def build_summary(out: Path, price_in: float | None = None, price_out: float | N
 
 
 def _mode(ctx: dict[str, Any]) -> str:
-    roles = ("model", "generator_model", "diagnoser_model", "planner_model", "optimizer_model")
-    has_model = any(ctx.get(k) for k in (*roles, "scripted", "replay"))
+    has_model = any(ctx.get(k) for k in ("model", *(f"{r}_model" for r in ROLES), "scripted", "replay"))
     if ctx.get("engine") == "offline" or (not has_model and ctx.get("engine") != "llm"):
         return "OFFLINE engine (TorchInductor compiler seeds + deterministic skills, no model)"
     if ctx.get("scripted"):

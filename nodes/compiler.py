@@ -38,6 +38,11 @@ class SeedOutcome:
         """A candidate source was produced."""
         return bool(self.source)
 
+    @property
+    def needs_custom_variant(self) -> bool:
+        """No seed, or one whose main work is a library call: the ``triton`` variant is wanted."""
+        return not self.ok or bool(self.capture.get("heavy_extern_calls"))
+
     def note(self) -> str:
         """One line for the candidate's note or the run's progress."""
         if not self.ok:
@@ -80,14 +85,8 @@ def compiler_seeds(ctx: Context, task_path: str, workdir: Path) -> list[SeedOutc
     """
     if likely_library_work(Path(task_path).read_text()):
         with ThreadPoolExecutor(max_workers=2) as pool:
-            first_f, second_f = (
-                pool.submit(capture_variant, ctx, task_path, v, workdir) for v in ("default", "triton")
-            )
-            first, second = first_f.result(), second_f.result()
-        needed = not first.ok or first.capture.get("heavy_extern_calls")
-        return [first, second] if needed else [first]
+            futures = [pool.submit(capture_variant, ctx, task_path, v, workdir) for v in ("default", "triton")]
+            first, second = (f.result() for f in futures)
+        return [first, second] if first.needs_custom_variant else [first]
     first = capture_variant(ctx, task_path, "default", workdir)
-    outcomes = [first]
-    if not first.ok or first.capture.get("heavy_extern_calls"):
-        outcomes.append(capture_variant(ctx, task_path, "triton", workdir))
-    return outcomes
+    return [first, capture_variant(ctx, task_path, "triton", workdir)] if first.needs_custom_variant else [first]
