@@ -96,12 +96,20 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     }
     improved = False
     width = int((state.get("search") or {}).get("parents", 1))
-    if review["status"] == "correct":
-        best = state.get("best")
-        if best is None or is_better(review, best["review"]):
-            update["best"] = {"candidate": cand, "review": review}
+
+    def admit(c: Candidate, r: ReviewResult) -> None:
+        """A correct result may become the best, and joins the pool of parents."""
+        nonlocal improved
+        if r["status"] != "correct":
+            return
+        best = update.get("best") or state.get("best")
+        if best is None or is_better(r, best["review"]):
+            update["best"] = {"candidate": c, "review": r}
             improved = True
-        update["parents"] = update_parents(state.get("parents", []), {"candidate": cand, "review": review}, width)
+        pool = update.get("parents", state.get("parents", []))
+        update["parents"] = update_parents(pool, {"candidate": c, "review": r}, width)
+
+    admit(cand, review)
     reviewed: list[tuple[Candidate, ReviewResult]] = []
     if state.get("pending_seeds"):  # extra seeds: reviewed once, no repairs; correct ones join the parents
         update["pending_seeds"] = []
@@ -111,14 +119,7 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             update["attempts"].append(
                 Attempt(candidate_id=extra["id"], round=rnd, status=r["status"], error_digest=r.get("error_digest", ""))
             )
-            if r["status"] != "correct":
-                continue
-            best = update.get("best") or state.get("best")
-            if best is None or is_better(r, best["review"]):
-                update["best"] = {"candidate": extra, "review": r}
-                improved = True
-            pool = update.get("parents", state.get("parents", []))
-            update["parents"] = update_parents(pool, {"candidate": extra, "review": r}, width)
+            admit(extra, r)
     if round_finished(merged(state, update)):
         plan = state.get("plan") if rnd > 0 else None
         skill = plan["skill_id"] if plan else None
