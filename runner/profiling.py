@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -58,6 +59,24 @@ def _inductor_kernels(module: types.ModuleType) -> list[Any]:
     return [v for v in vars(module).values() if isinstance(v, heuristics.CachingAutotuner)]
 
 
+def _resources(kernel: str, binary: Any, meta: Any, config: Any) -> dict[str, Any]:
+    """One compiled kernel's resource row.
+
+    Registers and spills come from ``binary``, shared memory from ``meta``, warps and stages from
+    ``config`` (a Triton kernel: the compiled kernel and its metadata; an Inductor launcher: the
+    launcher and its config).
+    """
+    spills = getattr(binary, "n_spills", None)
+    return {
+        "kernel": kernel,
+        "registers_per_thread": getattr(binary, "n_regs", None),
+        "spill_bytes": 4 * spills if spills is not None else None,
+        "shared_mem_bytes": getattr(meta, "shared", None),
+        "num_warps": getattr(config, "num_warps", None),
+        "num_stages": getattr(config, "num_stages", None),
+    }
+
+
 def kernel_resources(module: types.ModuleType) -> list[dict[str, Any]]:
     """Resource usage of every compiled specialization of the module's Triton kernels.
 
@@ -67,32 +86,11 @@ def kernel_resources(module: types.ModuleType) -> list[dict[str, Any]]:
     out = []
     for tuner in _inductor_kernels(module):
         for launcher in getattr(tuner, "launchers", []):
-            spills = getattr(launcher, "n_spills", None)
-            cfg = getattr(launcher, "config", None)
-            out.append(
-                {
-                    "kernel": tuner.fn.__name__,
-                    "registers_per_thread": getattr(launcher, "n_regs", None),
-                    "spill_bytes": 4 * spills if spills is not None else None,
-                    "shared_mem_bytes": getattr(launcher, "shared", None),
-                    "num_warps": getattr(cfg, "num_warps", None),
-                    "num_stages": getattr(cfg, "num_stages", None),
-                }
-            )
+            out.append(_resources(tuner.fn.__name__, launcher, launcher, getattr(launcher, "config", None)))
     for jit in _jit_functions(module):
         for entry in getattr(jit, "device_caches", {}).values():
             for kernel in entry[0].values():
-                meta = kernel.metadata
-                out.append(
-                    {
-                        "kernel": jit.fn.__name__,
-                        "registers_per_thread": getattr(kernel, "n_regs", None),
-                        "spill_bytes": 4 * kernel.n_spills if getattr(kernel, "n_spills", None) is not None else None,
-                        "shared_mem_bytes": getattr(meta, "shared", None),
-                        "num_warps": getattr(meta, "num_warps", None),
-                        "num_stages": getattr(meta, "num_stages", None),
-                    }
-                )
+                out.append(_resources(jit.fn.__name__, kernel, kernel.metadata, kernel.metadata))
     return out
 
 
@@ -125,31 +123,31 @@ def launched_kernels(fn: Any) -> list[str]:
                 names.append(f"aten::{op}")
             return func(*args, **(kwargs or {}))
 
-    orig = JITFunction.run
+    heuristics = sys.modules.get("torch._inductor.runtime.triton_heuristics")
+    launchers = [JITFunction] + ([heuristics.CachingAutotuner] if heuristics is not None else [])
+    with contextlib.ExitStack() as patches:
+        for cls in launchers:
+            patches.enter_context(_counting_runs(cls, names))
+        with _Ops():
+            fn()
+        torch.cuda.synchronize()
+    return names
+
+
+@contextlib.contextmanager
+def _counting_runs(cls: Any, names: list[str]) -> Any:
+    """While active, every ``cls.run`` call appends the kernel's name to ``names``."""
+    orig = cls.run
 
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
         names.append(self.fn.__name__)
         return orig(self, *args, **kwargs)
 
-    JITFunction.run = run
-    heuristics = sys.modules.get("torch._inductor.runtime.triton_heuristics")
-    tuner_orig: Any = heuristics.CachingAutotuner.run if heuristics is not None else None
-
-    def tuner_run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        names.append(self.fn.__name__)
-        return tuner_orig(self, *args, **kwargs)
-
-    if heuristics is not None:
-        heuristics.CachingAutotuner.run = tuner_run
+    cls.run = run
     try:
-        with _Ops():
-            fn()
-        torch.cuda.synchronize()
+        yield
     finally:
-        JITFunction.run = orig
-        if heuristics is not None:
-            heuristics.CachingAutotuner.run = tuner_orig
-    return names
+        cls.run = orig
 
 
 def launch_counts(names: list[str]) -> dict[str, int]:
