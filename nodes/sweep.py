@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
+from kernelskill.runner.static_check import dotted_name as _dotted
+
 KnobKind = Literal["block", "warps", "stages"]
 
 _BLOCK_BOUNDS = (16, 8192)
@@ -134,16 +136,6 @@ def _parse(source: str) -> ast.Module | None:
         return ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-
-
-def _dotted(node: ast.AST) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return f"{_dotted(node.value)}.{node.attr}"
-    if isinstance(node, ast.Call):
-        return _dotted(node.func)
-    return ""
 
 
 @dataclass(frozen=True)
