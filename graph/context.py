@@ -128,6 +128,13 @@ class Context:
     correctness_trials: int = field(
         default=5, metadata={"description": "Fresh seeded inputs each candidate must match."}
     )
+    float64_truth: bool = field(
+        default=True,
+        metadata={
+            "description": "An output outside atol/rtol of the reference still passes when it is within 2x the "
+            "reference's own float32 error of a float64 run of the reference (false = atol/rtol only)."
+        },
+    )
     ncu: bool = field(
         default=False,
         metadata={"description": "Profile each correct candidate with Nsight Compute on CUDA (adds ~10 s a review)."},

@@ -160,6 +160,13 @@ def review(
     timeout: Annotated[float, typer.Option(help="Evaluation time limit (s).")] = 300.0,
     trials: Annotated[int, typer.Option(help="Correctness trials on fresh inputs.")] = 5,
     ncu: Annotated[bool, typer.Option("--ncu", help="Also profile with Nsight Compute (CUDA, ncu on PATH).")] = False,
+    strict_tolerance: Annotated[
+        bool,
+        typer.Option(
+            "--strict-tolerance",
+            help="atol/rtol against the reference only: no second check against a float64 run of the reference.",
+        ),
+    ] = False,
 ) -> None:
     """Review one candidate: exit 0 when it passes, 1 when rejected, 2 on unusable arguments."""
     import tempfile
@@ -179,6 +186,7 @@ def review(
             timeout_s=timeout,
             device=device,
             trials=trials,
+            float64_truth=not strict_tolerance,
             ncu=ncu,
         )
     if result["status"] == "invalid_task":

@@ -64,6 +64,8 @@ def planner(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         trace.append(f"search: {state['search_note']}")
     if failed & set(decision.allowed):
         trace.append(f"already failed on this task, skipped: {', '.join(sorted(failed & set(decision.allowed)))}")
+    if state.get("engine") == "offline":  # explores even when the policy allows no skill at all
+        return _offline_plan(state, ctx, decision, open_ids, failed, trace)
     if not open_ids:
         return {
             "decision": decision.to_dict(),
@@ -71,8 +73,6 @@ def planner(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "stop_reason": f"no applicable skill left for bottleneck {decision.bottleneck} "
             f"(failed: {', '.join(sorted(failed)) or 'none'})",
         }
-    if state.get("engine") == "offline":
-        return _offline_plan(state, ctx, decision, open_ids, failed, trace)
     task = state.get("task") or {}
     query = describe_situation(decision, features, task.get("name", ""), task.get("source", ""))
     hits = open_index(ctx.skills_db).search(query, k=len(open_ids), among=open_ids)

@@ -65,6 +65,7 @@ def _review(ctx: Context, state: State, cand: Candidate) -> ReviewResult:
         device=ctx.device,
         seed=ctx.seed,
         trials=ctx.correctness_trials,
+        float64_truth=ctx.float64_truth,
         ncu=ctx.ncu,
     )
 

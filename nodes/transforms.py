@@ -11,6 +11,9 @@ Each transform implements the method of the skill cards that name it (``transfor
   tuning of every kernel's block sizes, ``num_warps`` and ``num_stages``), captured as a new seed;
   for a hand-written candidate, one-knob-at-a-time neighbours of each launch's constexpr tile sizes
   and ``num_warps`` / ``num_stages`` (``nodes/sweep.py``), every variant reviewed.
+- ``dot_precision`` (card ``dot-input-precision``): every fp32 ``tl.dot`` kept off tensor cores
+  (``input_precision="ieee"`` / ``allow_tf32=False``) rewritten to ``"tf32x3"`` and, as a second
+  variant, ``"tf32"`` (``nodes/precision.py``); the reviewer keeps the fastest one that is correct.
 
 The reviewer judges every result like any other candidate; a transform only proposes.
 """
@@ -23,6 +26,7 @@ from kernelskill.graph.context import Context
 from kernelskill.runner.inductor_seed import TUNED
 
 from .compiler import capture_variant, is_compiler_seed
+from .precision import exact_dots, precision_variants
 from .sweep import sweep_variants, sweepable_launches
 
 GRAPH_MARK = "# ---- kernelskill transform: cuda_graph"
@@ -102,6 +106,8 @@ def applicable(transform: str, source: str) -> str | None:
         if any(launch.knobs and not launch.skip_reason for launch in sweepable_launches(unwrap_cuda_graph(source))):
             return None
         return "no launch with literal constexpr tile sizes or num_warps to sweep"
+    if transform == "dot_precision":
+        return None if exact_dots(source) else "no fp32 tl.dot kept off tensor cores (ieee / allow_tf32=False)"
     return f"no deterministic transform named {transform!r}"
 
 
@@ -112,6 +118,9 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
         return [], [], f"{transform} not applicable: {why}"
     if transform == "cuda_graph":
         return [cuda_graph_wrap(source)], ["cuda_graph: forward captured in a CUDA graph and replayed"], ""
+    if transform == "dot_precision":
+        variants = precision_variants(source)
+        return [v for v, _ in variants], [note for _, note in variants], ""
     graphed = GRAPH_MARK in source
     base = unwrap_cuda_graph(source)
     variant = is_compiler_seed(base)

@@ -34,6 +34,7 @@ FEATURES: dict[str, str] = {
     "num_kernels": "number of @triton.jit kernels (or CUDA __global__ functions) in the candidate",
     "num_launch_sites": "number of kernel launch sites in the module's Python code",
     "uses_dot": "a kernel calls tl.dot (tensor cores)",
+    "dot_fp32_exact": "a tl.dot over fp32 tiles stays off tensor cores (input_precision='ieee' or allow_tf32=False)",
     "has_reduction": "a kernel reduces (tl.sum / tl.max / tl.min / tl.reduce / tl.argmax ...)",
     "has_loops": "a kernel contains a loop (for/while), e.g. over K tiles",
     "is_pointwise": "kernels neither reduce nor call tl.dot",

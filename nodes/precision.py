@@ -1,0 +1,121 @@
+"""The ``dot_precision`` transform (card ``dot-input-precision``): fp32 ``tl.dot`` onto tensor cores.
+
+A ``tl.dot`` over fp32 tiles with ``input_precision="ieee"`` (or ``allow_tf32=False``, which is what
+TorchInductor's GEMM and convolution templates pass unless ``torch.backends.cuda.matmul.allow_tf32``
+is set) runs on the CUDA cores. ``"tf32x3"`` splits each operand into a TF32 high part and a TF32
+low part and sums three tensor-core products (the 3xTF32 method), close to fp32 accuracy;
+``"tf32"`` is one tensor-core product with a 10-bit mantissa. This module rewrites the source text
+of every such call (kernels written in the module and kernels passed as strings to
+``async_compile.triton`` alike), one variant per precision; the reviewer decides which variant is
+still correct, so a plain ``tf32`` variant only survives where the reference itself is no more
+accurate (cuDNN convolutions run in TF32 by default).
+
+Kernels over fp16 / bf16 data are left alone (input precision only concerns fp32 operands).
+"""
+
+from __future__ import annotations
+
+import re
+
+PRECISIONS = ("tf32x3", "tf32")
+_DOT = re.compile(r"\btl\.dot\(")
+_HALF = re.compile(r"'\*(fp16|bf16)'|\btl\.(float16|bfloat16)\b|\.to\(tl\.(float16|bfloat16)\)")
+_CONSTEXPR = r"\b{name}\s*:\s*tl\.constexpr\s*=\s*(\S+)"
+
+
+def _call_span(text: str, open_paren: int) -> int:
+    """Index just past the parenthesis closing the one at ``open_paren`` (-1 when unbalanced)."""
+    depth, quote, i = 0, "", open_paren
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return -1
+
+
+def _split_args(inner: str) -> list[str]:
+    """Top-level comma-separated arguments of a call's inside."""
+    args, depth, quote, start = [], 0, "", 0
+    for i, c in enumerate(inner):
+        if quote:
+            if c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            args.append(inner[start:i])
+            start = i + 1
+    args.append(inner[start:])
+    return [a.strip() for a in args if a.strip()]
+
+
+def _resolve(value: str, text: str) -> str:
+    """A keyword's value, with a ``NAME : tl.constexpr = VALUE`` in ``text`` substituted for NAME."""
+    if re.fullmatch(r"[A-Za-z_]\w*", value):
+        m = re.search(_CONSTEXPR.format(name=re.escape(value)), text)
+        if m:
+            return m.group(1)
+    return value
+
+
+def _is_exact_fp32(args: list[str], text: str) -> bool:
+    """The dot runs off tensor cores: ``input_precision="ieee"`` or ``allow_tf32=False`` (resolved)."""
+    for a in args:
+        key, eq, value = a.partition("=")
+        if not eq:
+            continue
+        key, value = key.strip(), _resolve(value.strip(), text)
+        if key == "input_precision" and value.strip("'\"").lower() == "ieee":
+            return True
+        if key == "allow_tf32" and value in ("False", "0"):
+            return True
+    return False
+
+
+def exact_dots(source: str) -> list[tuple[int, int, list[str]]]:
+    """(start, end, arguments) of every fp32-exact ``tl.dot`` call in ``source`` (empty over fp16/bf16 data)."""
+    if _HALF.search(source):
+        return []
+    found = []
+    for m in _DOT.finditer(source):
+        end = _call_span(source, m.end() - 1)
+        if end < 0:
+            continue
+        args = _split_args(source[m.end() : end - 1])
+        if _is_exact_fp32(args, source):
+            found.append((m.start(), end, args))
+    return found
+
+
+def with_precision(source: str, precision: str) -> str:
+    """``source`` with every fp32-exact ``tl.dot`` set to ``input_precision=precision``."""
+    out, last = [], 0
+    for start, end, args in exact_dots(source):
+        kept = [a for a in args if a.partition("=")[0].strip() not in ("allow_tf32", "input_precision")]
+        out += [source[last:start], f'tl.dot({", ".join(kept)}, input_precision="{precision}")']
+        last = end
+    return "".join(out) + source[last:]
+
+
+def precision_variants(source: str) -> list[tuple[str, str]]:
+    """(source, note) per precision in PRECISIONS; empty when no fp32-exact dot exists."""
+    n = len(exact_dots(source))
+    if not n:
+        return []
+    return [(with_precision(source, p), f"dot_precision: {n} fp32 tl.dot call(s) set to {p}") for p in PRECISIONS]

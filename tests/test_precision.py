@@ -1,0 +1,118 @@
+"""The dot_precision transform: fp32 tl.dot calls off tensor cores, rewritten to tf32x3 / tf32."""
+
+import ast
+import json
+
+import pytest
+
+from kernelskill.nodes.feature_extractor import extract_features
+from kernelskill.nodes.precision import PRECISIONS, exact_dots, precision_variants, with_precision
+from kernelskill.nodes.transforms import applicable
+from kernelskill.runner.sandbox import run_review
+from kernelskill.runner.static_check import embedded_kernel_trees
+from kernelskill.skills_kb.policy import decide
+
+from conftest import FIXTURES
+
+GEMM = """import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def mm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK: tl.constexpr):
+    rm = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    rn = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    rk = tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
+    for k in range(0, K, BLOCK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :])
+        acc += tl.dot(a, b, input_precision="ieee")
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        M, K = a.shape
+        N = b.shape[1]
+        c = torch.empty((M, N), device=a.device, dtype=a.dtype)
+        mm_kernel[(M // 32, N // 32)](a, b, c, M, N, K, BLOCK=32)
+        return c
+"""
+
+
+def inductor(name: str) -> str:
+    return json.loads((FIXTURES / "inductor" / f"{name}.json").read_text())["code"]
+
+
+def dot_lines(source: str) -> list[str]:
+    return [line.strip() for line in source.splitlines() if "tl.dot(" in line]
+
+
+def test_inductor_template_dot_is_found_through_its_constexpr():
+    src = inductor("01_linear_gelu_scale_triton")
+    assert "ALLOW_TF32 : tl.constexpr = False" in src
+    assert len(exact_dots(src)) == 1
+    out = with_precision(src, "tf32x3")
+    assert dot_lines(out) == ['acc += tl.dot(a, b, out_dtype=ACC_TYPE, input_precision="tf32x3")']
+    ast.parse(out)
+    assert len(embedded_kernel_trees(ast.parse(out))) == len(
+        embedded_kernel_trees(ast.parse(src))
+    )  # kernel strings parse
+    assert exact_dots(out) == [] and applicable("dot_precision", out) is not None
+
+
+@pytest.mark.parametrize("name", ["01_linear_gelu_scale_default", "26_layer_norm_default"])
+def test_no_dot_no_transform(name):
+    src = inductor(name)
+    assert precision_variants(src) == []
+    assert "no fp32 tl.dot" in applicable("dot_precision", src)
+
+
+@pytest.mark.parametrize(
+    "call, exact",
+    [
+        ('tl.dot(a, b, input_precision="ieee")', True),
+        ("tl.dot(a, b, acc, input_precision='IEEE')", True),
+        ("tl.dot(a, b, allow_tf32=False)", True),
+        ("tl.dot(a, b)", False),  # default: tf32 already
+        ("tl.dot(a, b, allow_tf32=True)", False),
+        ('tl.dot(a, b, input_precision="tf32x3")', False),
+        ('tl.dot(a.to(tl.bfloat16), b.to(tl.bfloat16), input_precision="ieee")', False),  # half data
+    ],
+)
+def test_which_dots_count_as_exact_fp32(call, exact):
+    src = GEMM.replace('tl.dot(a, b, input_precision="ieee")', call)
+    assert bool(exact_dots(src)) is exact
+
+
+def test_variants_one_per_precision_and_other_arguments_kept():
+    src = GEMM.replace(
+        'tl.dot(a, b, input_precision="ieee")', "tl.dot(a, b, acc, allow_tf32=False, out_dtype=tl.float32)"
+    )
+    variants = precision_variants(src)
+    assert [note for _, note in variants] == [f"dot_precision: 1 fp32 tl.dot call(s) set to {p}" for p in PRECISIONS]
+    assert [dot_lines(v) for v, _ in variants] == [
+        [f'acc += tl.dot(a, b, acc, out_dtype=tl.float32, input_precision="{p}")'] for p in PRECISIONS
+    ]
+
+
+def test_feature_and_policy_send_an_exact_fp32_gemm_to_dot_precision():
+    features = extract_features(inductor("01_linear_gelu_scale_triton"))
+    assert features["dot_fp32_exact"] is True
+    decision = decide(features, {"flop_pct": 20.0})
+    assert decision.rule == "fp32-dot-off-tensor-cores" and decision.allowed[0] == "dot-input-precision"
+    assert extract_features(with_precision(GEMM, "tf32x3"))["dot_fp32_exact"] is False
+    assert decide(features, {"flop_pct": 80.0}).rule != "fp32-dot-off-tensor-cores"
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_rewritten_gemm_passes_review_and_compiles_for_sm90(tmp_path, precision):
+    task = FIXTURES / "tasks" / "small_matmul.py"
+    before = run_review(task, GEMM, tmp_path, "ieee", device="cpu")
+    assert before["status"] == "correct", before.get("error_digest")
+    r = run_review(task, with_precision(GEMM, precision), tmp_path, precision, device="cpu")
+    assert r["status"] == "correct", r.get("error_digest")
+    assert r["compile_check"]["kernels"] == 1 and r["compile_check"]["errors"] == []
