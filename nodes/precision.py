@@ -19,6 +19,7 @@ import re
 
 PRECISIONS = ("tf32x3", "tf32")
 _DOT = re.compile(r"\btl\.dot\(")
+_SET = re.compile(r"\btl\.dot\([^\n]*input_precision=\"(tf32x3|tf32)\"\)")
 _HALF = re.compile(r"'\*(fp16|bf16)'|\btl\.(float16|bfloat16)\b|\.to\(tl\.(float16|bfloat16)\)")
 _CONSTEXPR = r"\b{name}\s*:\s*tl\.constexpr\s*=\s*(\S+)"
 
@@ -119,3 +120,9 @@ def precision_variants(source: str) -> list[tuple[str, str]]:
     if not n:
         return []
     return [(with_precision(source, p), f"dot_precision: {n} fp32 tl.dot call(s) set to {p}") for p in PRECISIONS]
+
+
+def applied_precision(source: str) -> str | None:
+    """The precision an earlier ``with_precision`` gave this source's dots (None when none was set)."""
+    m = _SET.search(source)
+    return m.group(1) if m else None

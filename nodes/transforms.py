@@ -26,7 +26,7 @@ from kernelskill.graph.context import Context
 from kernelskill.runner.inductor_seed import TUNED
 
 from .compiler import capture_variant, is_compiler_seed
-from .precision import exact_dots, precision_variants
+from .precision import applied_precision, exact_dots, precision_variants, with_precision
 from .sweep import sweep_variants, sweepable_launches
 
 GRAPH_MARK = "# ---- kernelskill transform: cuda_graph"
@@ -128,8 +128,11 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
         outcome = capture_variant(ctx, task_path, TUNED[variant], workdir)
         if not outcome.ok:
             return [], [], outcome.note()
-        new = cuda_graph_wrap(outcome.source) if graphed else outcome.source
-        return [new], [f"autotune_sweep: {outcome.note()}"], ""
+        new, note = outcome.source, f"autotune_sweep: {outcome.note()}"
+        precision = applied_precision(base)
+        if precision and exact_dots(new):  # a fresh capture: keep the parent's dot precision
+            new, note = with_precision(new, precision), f"{note}; dots kept at {precision}"
+        return [cuda_graph_wrap(new) if graphed else new], [note], ""
     variants = sweep_variants(base, max_variants=SWEEP_VARIANTS)
     if not variants:
         return [], [], "autotune_sweep: no variant to try"

@@ -116,3 +116,29 @@ def test_rewritten_gemm_passes_review_and_compiles_for_sm90(tmp_path, precision)
     r = run_review(task, with_precision(GEMM, precision), tmp_path, precision, device="cpu")
     assert r["status"] == "correct", r.get("error_digest")
     assert r["compile_check"]["kernels"] == 1 and r["compile_check"]["errors"] == []
+
+
+def test_autotune_recapture_keeps_the_parents_dot_precision(tmp_path, monkeypatch):
+    from kernelskill.graph.context import Context
+    from kernelskill.nodes import transforms
+    from kernelskill.nodes.compiler import SeedOutcome
+    from kernelskill.nodes.precision import applied_precision
+
+    seed = '"""kernelskill compiler seed for t: TorchInductor\'s kernels (variant \'triton\')"""\n' + inductor(
+        "01_linear_gelu_scale_triton"
+    )
+    fresh = seed.replace("(variant 'triton')", "(variant 'triton_autotune')")
+    asked = []
+
+    def capture(ctx, task_path, variant, workdir):
+        asked.append(variant)
+        return SeedOutcome(variant, source=fresh)
+
+    monkeypatch.setattr(transforms, "capture_variant", capture)
+    parent = with_precision(seed, "tf32x3")
+    assert applied_precision(parent) == "tf32x3" and applied_precision(seed) is None
+    [new], [note], problem = transforms.apply("autotune_sweep", parent, Context(), "task.py", tmp_path)
+    assert asked == ["triton_autotune"] and problem == ""
+    assert applied_precision(new) == "tf32x3" and note.endswith("dots kept at tf32x3")
+    [plain], _, _ = transforms.apply("autotune_sweep", seed, Context(), "task.py", tmp_path)
+    assert applied_precision(plain) is None and exact_dots(plain)
