@@ -186,6 +186,12 @@ def summarize(rows: list[dict[str, Any]], prices: dict[str, float | None] | None
             f"{count['correct_not_custom']} correct task(s) do their main work in PyTorch or a library: "
             "not successes, not in the speedups"
         )
+    tf32 = sum(1 for r in successes if "tf32_dot" in (r.get("labels") or []))
+    if tf32:
+        notes.append(
+            f"{tf32} success(es) multiply fp32 tiles in TF32 (label tf32_dot): within the tolerance, "
+            "not fp32-exact products; torch.compile's baseline keeps fp32 (allow_tf32 off)"
+        )
     if count["timeout"] or count["error"]:
         notes.append("tokens and cost count only tasks that wrote a report (timeouts and errors are not included)")
     if cost_usd(tokens_in, tokens_out, prices) is None:

@@ -6,10 +6,10 @@ import ast
 from typing import Any
 
 from kernelskill.graph.state import State
+from kernelskill.runner.dot_precision import exact_dots
 from kernelskill.runner.static_check import dotted_name as _dotted
 from kernelskill.runner.static_check import embedded_kernel_trees
 
-from .precision import exact_dots
 from .search import select_parent
 
 _REDUCTIONS = {"sum", "max", "min", "reduce", "argmax", "argmin", "xor_sum", "cumsum", "cumprod"}

@@ -13,7 +13,7 @@ Each transform implements the method of the skill cards that name it (``transfor
   and ``num_warps`` / ``num_stages`` (``nodes/sweep.py``), every variant reviewed.
 - ``dot_precision`` (card ``dot-input-precision``): every fp32 ``tl.dot`` kept off tensor cores
   (``input_precision="ieee"`` / ``allow_tf32=False``) rewritten to ``"tf32x3"`` and, as a second
-  variant, ``"tf32"`` (``nodes/precision.py``); the reviewer keeps the fastest one that is correct.
+  variant, ``"tf32"`` (``runner/dot_precision.py``); the reviewer keeps the fastest one that is correct.
 
 The reviewer judges every result like any other candidate; a transform only proposes.
 """
@@ -23,10 +23,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernelskill.graph.context import Context
+from kernelskill.runner.dot_precision import applied_precision, exact_dots, precision_variants, with_precision
 from kernelskill.runner.inductor_seed import TUNED
 
 from .compiler import capture_variant, is_compiler_seed
-from .precision import applied_precision, exact_dots, precision_variants, with_precision
 from .sweep import sweep_variants, sweepable_launches
 
 GRAPH_MARK = "# ---- kernelskill transform: cuda_graph"

@@ -13,6 +13,8 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from .dot_precision import dot_precisions
+
 HEAVY_OPS = {
     "matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "linear", "conv1d", "conv2d", "conv3d",
     "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "scaled_dot_product_attention",
@@ -215,6 +217,9 @@ def check_source(source: str, reference: str | None = None) -> StaticReport:
                     _label(report, "torch_main_work")
                 elif tail in LIGHT_OPS and root in ("torch", "F", "torch.nn.functional"):
                     report.warnings.append(f"PyTorch {name} in forward, line {n.lineno}")
+    if dot_precisions(source) & {"tf32", "default"}:
+        report.warnings.append("tl.dot multiplies fp32 tiles in TF32 (10-bit mantissa products)")
+        _label(report, "tf32_dot")
     if reference is not None:
         ref_ops = forward_compute_ops(reference, "Model")
         cand_ops = forward_compute_ops(source, "ModelNew")

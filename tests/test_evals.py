@@ -478,3 +478,13 @@ def test_task_that_dies_is_an_error_and_is_retried_on_resume(tmp_path):
     summary = run_eval([1], tasks, 0, "", out, Context(scripted="s.json"), quiet(), launch=launcher)
     assert len(launcher.jobs) == 1 and summary["rows"][0]["status"] == "success"
     assert summary["rows"][0]["attempts"] == 3
+
+
+def test_tf32_successes_are_named_in_the_notes():
+    rows = [
+        {"status": "success", "labels": ["tf32_dot"], "speedup_vs_eager": 5.0, "timing_kind": "cuda_events"},
+        {"status": "success", "labels": [], "speedup_vs_eager": 1.0, "timing_kind": "cuda_events"},
+    ]
+    notes = summarize([_blank_row() | r for r in rows])["notes"]
+    assert any(n.startswith("1 success(es) multiply fp32 tiles in TF32") for n in notes)
+    assert not any("TF32" in n for n in summarize([_blank_row() | rows[1]])["notes"])

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from kernelskill.nodes.feature_extractor import extract_features
-from kernelskill.nodes.precision import PRECISIONS, exact_dots, precision_variants, with_precision
 from kernelskill.nodes.transforms import applicable
+from kernelskill.runner.dot_precision import PRECISIONS, exact_dots, precision_variants, with_precision
 from kernelskill.runner.sandbox import run_review
 from kernelskill.runner.static_check import embedded_kernel_trees
 from kernelskill.skills_kb.policy import decide
@@ -122,7 +122,7 @@ def test_autotune_recapture_keeps_the_parents_dot_precision(tmp_path, monkeypatc
     from kernelskill.graph.context import Context
     from kernelskill.nodes import transforms
     from kernelskill.nodes.compiler import SeedOutcome
-    from kernelskill.nodes.precision import applied_precision
+    from kernelskill.runner.dot_precision import applied_precision
 
     seed = '"""kernelskill compiler seed for t: TorchInductor\'s kernels (variant \'triton\')"""\n' + inductor(
         "01_linear_gelu_scale_triton"
@@ -142,3 +142,25 @@ def test_autotune_recapture_keeps_the_parents_dot_precision(tmp_path, monkeypatc
     assert applied_precision(new) == "tf32x3" and note.endswith("dots kept at tf32x3")
     [plain], _, _ = transforms.apply("autotune_sweep", seed, Context(), "task.py", tmp_path)
     assert applied_precision(plain) is None and exact_dots(plain)
+
+
+@pytest.mark.parametrize(
+    "call, precisions, labelled",
+    [
+        ('tl.dot(a, b, input_precision="ieee")', {"ieee"}, False),
+        ('tl.dot(a, b, input_precision="tf32x3")', {"tf32x3"}, False),
+        ('tl.dot(a, b, input_precision="tf32")', {"tf32"}, True),
+        ("tl.dot(a, b, allow_tf32=True)", {"tf32"}, True),
+        ("tl.dot(a, b)", {"default"}, True),  # Triton's default for fp32 operands is tf32
+        ("tl.dot(a.to(tl.float16), b.to(tl.float16))", set(), False),  # 16-bit operands: not a TF32 question
+    ],
+)
+def test_tf32_dots_are_labelled_by_the_static_check(call, precisions, labelled):
+    from kernelskill.runner.dot_precision import dot_precisions
+    from kernelskill.runner.static_check import check_source
+
+    src = GEMM.replace('tl.dot(a, b, input_precision="ieee")', call)
+    assert dot_precisions(src) == precisions
+    report = check_source(src)
+    assert ("tf32_dot" in report.labels) is labelled
+    assert any("TF32" in w for w in report.warnings) is labelled

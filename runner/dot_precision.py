@@ -11,6 +11,9 @@ still correct, so a plain ``tf32`` variant only survives where the reference its
 accurate (cuDNN convolutions run in TF32 by default).
 
 Kernels over fp16 / bf16 data are left alone (input precision only concerns fp32 operands).
+
+:func:`dot_precisions` also tells the reviewer which candidates multiply in TF32 (label
+``tf32_dot``): within the tolerance, but not fp32-exact products.
 """
 
 from __future__ import annotations
@@ -75,33 +78,45 @@ def _resolve(value: str, text: str) -> str:
     return value
 
 
-def _is_exact_fp32(args: list[str], text: str) -> bool:
-    """The dot runs off tensor cores: ``input_precision="ieee"`` or ``allow_tf32=False`` (resolved)."""
+def _precision(args: list[str], text: str) -> str:
+    """``ieee``, ``tf32``, ``tf32x3`` (or another name Triton knows) from the keywords; ``default`` without one."""
     for a in args:
         key, eq, value = a.partition("=")
         if not eq:
             continue
         key, value = key.strip(), _resolve(value.strip(), text)
-        if key == "input_precision" and value.strip("'\"").lower() == "ieee":
-            return True
-        if key == "allow_tf32" and value in ("False", "0"):
-            return True
-    return False
+        if key == "input_precision":
+            return value.strip("'\"").lower()
+        if key == "allow_tf32":
+            return "ieee" if value in ("False", "0") else "tf32" if value in ("True", "1") else "unknown"
+    return "default"
 
 
-def exact_dots(source: str) -> list[tuple[int, int, list[str]]]:
-    """(start, end, arguments) of every fp32-exact ``tl.dot`` call in ``source`` (empty over fp16/bf16 data)."""
-    if _HALF.search(source):
-        return []
+def _dots(source: str) -> list[tuple[int, int, list[str], str]]:
+    """(start, end, arguments, precision) of every ``tl.dot`` call in ``source``."""
     found = []
     for m in _DOT.finditer(source):
         end = _call_span(source, m.end() - 1)
         if end < 0:
             continue
         args = _split_args(source[m.end() : end - 1])
-        if _is_exact_fp32(args, source):
-            found.append((m.start(), end, args))
+        found.append((m.start(), end, args, _precision(args, source)))
     return found
+
+
+def dot_precisions(source: str) -> set[str]:
+    """The input precisions of the source's fp32 ``tl.dot`` calls (empty over fp16/bf16 data).
+
+    ``default`` (no keyword) is Triton's default for fp32 operands on NVIDIA GPUs: ``tf32``.
+    """
+    return set() if _HALF.search(source) else {p for *_, p in _dots(source)}
+
+
+def exact_dots(source: str) -> list[tuple[int, int, list[str]]]:
+    """(start, end, arguments) of every fp32-exact ``tl.dot`` call in ``source`` (empty over fp16/bf16 data)."""
+    if _HALF.search(source):
+        return []
+    return [(start, end, args) for start, end, args, p in _dots(source) if p == "ieee"]
 
 
 def with_precision(source: str, precision: str) -> str:
