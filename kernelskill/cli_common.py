@@ -23,7 +23,8 @@ def check_mode(ctx: Any) -> None:
     if engine == "offline":
         console.print(
             "[bold yellow]OFFLINE mode[/]: no model is configured; the compiler seed (TorchInductor's kernels), "
-            "the reviewer, the policy and the deterministic skills (CUDA graphs, configuration sweeps) run the graph."
+            "the reviewer, the policy and the deterministic skills (CUDA graphs, configuration sweeps, "
+            "dot precision) run the graph."
         )
     elif cuda and ctx.compiler_seed:
         console.print("model mode on CUDA: TorchInductor's kernels join the seeds as the model's starting point")

@@ -23,7 +23,9 @@ import re
 PRECISIONS = ("tf32x3", "tf32")
 _DOT = re.compile(r"\btl\.dot\(")
 _SET = re.compile(r"\btl\.dot\([^\n]*input_precision=\"(tf32x3|tf32)\"\)")
-_HALF = re.compile(r"'\*(fp16|bf16)'|\btl\.(float16|bfloat16)\b|\.to\(tl\.(float16|bfloat16)\)")
+_HALF = re.compile(
+    r"'\*(fp16|bf16)'|\btl\.(float16|bfloat16)\b|\btorch\.(float16|bfloat16|half)\b|\.(half|bfloat16)\(\)"
+)
 _CONSTEXPR = r"\b{name}\s*:\s*tl\.constexpr\s*=\s*(\S+)"
 
 

@@ -48,6 +48,7 @@ class StaticReport:
     labels: list[str] = field(default_factory=list)
     kernels: int = 0
     kernel_names: list[str] = field(default_factory=list)
+    default_precision_dots: bool = False  # tl.dot without a precision: TF32 when the data is fp32
 
     @property
     def ok(self) -> bool:
@@ -217,9 +218,10 @@ def check_source(source: str, reference: str | None = None) -> StaticReport:
                     _label(report, "torch_main_work")
                 elif tail in LIGHT_OPS and root in ("torch", "F", "torch.nn.functional"):
                     report.warnings.append(f"PyTorch {name} in forward, line {n.lineno}")
-    if dot_precisions(source) & {"tf32", "default"}:
-        report.warnings.append("tl.dot multiplies fp32 tiles in TF32 (10-bit mantissa products)")
-        _label(report, "tf32_dot")
+    precisions = dot_precisions(source)
+    if "tf32" in precisions:
+        label_tf32(report)
+    report.default_precision_dots = "default" in precisions
     if reference is not None:
         ref_ops = forward_compute_ops(reference, "Model")
         cand_ops = forward_compute_ops(source, "ModelNew")
@@ -229,6 +231,13 @@ def check_source(source: str, reference: str | None = None) -> StaticReport:
             )
             _label(report, "torch_main_work")
     return report
+
+
+def label_tf32(report: StaticReport) -> None:
+    """Label (and warn about) a candidate whose ``tl.dot`` multiplies fp32 tiles in TF32."""
+    if "tf32_dot" not in report.labels:
+        report.warnings.append("tl.dot multiplies fp32 tiles in TF32 (10-bit mantissa products)")
+        _label(report, "tf32_dot")
 
 
 def _label(report: StaticReport, label: str) -> None:

@@ -61,6 +61,14 @@ def _to(obj: Any, device: str) -> Any:
     return obj
 
 
+def _all_fp32(objs: list[Any]) -> bool:
+    """Every floating tensor among ``objs`` is float32 (and there is one)."""
+    import torch
+
+    floats = [o.dtype for o in objs if isinstance(o, torch.Tensor) and o.is_floating_point()]
+    return bool(floats) and all(d == torch.float32 for d in floats)
+
+
 def _clone(objs: list[Any]) -> list[Any]:
     import torch
 
@@ -274,7 +282,7 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
     label = f"cuda:0 ({gpu})" if use_cuda else "cpu (triton interpreter)"
     phase("start")
 
-    from .static_check import check_source
+    from .static_check import check_source, label_tf32
     from .taskfile import TaskFileError, load_task_module
 
     try:
@@ -339,6 +347,10 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
     def check(trial_seed: int, when: str, record: bool = False) -> ReviewResult | None:
         t = time.perf_counter()
         inputs = run.inputs(trial_seed)
+        if record and static.default_precision_dots and _all_fp32(inputs):
+            label_tf32(static)  # Triton's default tl.dot precision for fp32 operands is TF32
+            common["labels"] = list(static.labels)
+            common["warnings"] += [w for w in static.warnings if w not in common["warnings"]]
         with torch.no_grad():
             ref_out = ref(*_clone(inputs))
             if use_cuda:
@@ -456,7 +468,7 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
         metrics={},
         custom_kernel="torch_main_work" not in static.labels and "library_main_work" not in static.labels,
         device=label,
-        labels=list(static.labels),
+        labels=list(common["labels"]),
         warnings=list(common["warnings"]),
     )
     timing_inputs = run.inputs(seed + 7)

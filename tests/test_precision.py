@@ -151,7 +151,7 @@ def test_autotune_recapture_keeps_the_parents_dot_precision(tmp_path, monkeypatc
         ('tl.dot(a, b, input_precision="tf32x3")', {"tf32x3"}, False),
         ('tl.dot(a, b, input_precision="tf32")', {"tf32"}, True),
         ("tl.dot(a, b, allow_tf32=True)", {"tf32"}, True),
-        ("tl.dot(a, b)", {"default"}, True),  # Triton's default for fp32 operands is tf32
+        ("tl.dot(a, b)", {"default"}, False),  # TF32 only if the data is fp32: the review decides
         ("tl.dot(a.to(tl.float16), b.to(tl.float16))", set(), False),  # 16-bit operands: not a TF32 question
     ],
 )
@@ -164,3 +164,13 @@ def test_tf32_dots_are_labelled_by_the_static_check(call, precisions, labelled):
     report = check_source(src)
     assert ("tf32_dot" in report.labels) is labelled
     assert any("TF32" in w for w in report.warnings) is labelled
+    assert report.default_precision_dots is (precisions == {"default"})
+
+
+def test_review_labels_a_default_precision_dot_on_fp32_data(tmp_path):
+    task = FIXTURES / "tasks" / "small_matmul.py"
+    r = run_review(task, GEMM.replace(', input_precision="ieee"', ""), tmp_path, "default_dot", device="cpu")
+    assert r["status"] == "correct", r.get("error_digest")
+    assert "tf32_dot" in r["labels"] and any("TF32" in w for w in r["warnings"])
+    exact = run_review(task, GEMM, tmp_path, "ieee_dot", device="cpu")
+    assert "tf32_dot" not in exact["labels"]
