@@ -58,10 +58,11 @@ def is_compiler_seed(source: str) -> str | None:
     return m.group(1) if m else None
 
 
-def capture_variant(ctx: Context, task_path: str, variant: str, workdir: Path) -> SeedOutcome:
-    """Capture one Inductor variant of the task in a child process."""
-    req = {"task_path": str(Path(task_path).resolve()), "variant": variant, "seed": ctx.seed}
-    out = run_child("kernelskill.runner.inductor_seed", req, workdir, f"seed_{variant}", ctx.seed_timeout_s)
+def capture_variant(ctx: Context, task_path: str, variant: str, workdir: Path, tf32: bool = False) -> SeedOutcome:
+    """Capture one Inductor variant of the task in a child process (``tf32``: TF32 matmuls allowed)."""
+    req = {"task_path": str(Path(task_path).resolve()), "variant": variant, "seed": ctx.seed, "tf32": tf32}
+    name = f"seed_{variant}_tf32" if tf32 else f"seed_{variant}"
+    out = run_child("kernelskill.runner.inductor_seed", req, workdir, name, ctx.seed_timeout_s)
     if isinstance(out, ChildFailure):
         what = "timed out" if out.status == "timeout" else "crashed"
         return SeedOutcome(variant, error=f"capture {what}: {out.digest}", wall_s=out.wall_s)

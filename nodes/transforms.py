@@ -9,7 +9,9 @@ Each transform implements the method of the skill cards that name it (``transfor
 - ``autotune_sweep`` (cards ``autotune-configs``, ``block-size-num-warps``): for a compiler seed,
   TorchInductor's own sweep (max-autotune over GEMM/convolution templates plus coordinate-descent
   tuning of every kernel's block sizes, ``num_warps`` and ``num_stages``), captured as a new seed;
-  for a hand-written candidate, one-knob-at-a-time neighbours of each launch's constexpr tile sizes
+  a compiler seed whose dots were moved to ``tf32x3`` / ``tf32`` is recaptured with TF32 matmuls
+  allowed (Inductor then autotunes its templates for tensor-core products) and given its
+  precision back; for a hand-written candidate, one-knob-at-a-time neighbours of each launch's constexpr tile sizes
   and ``num_warps`` / ``num_stages`` (``nodes/sweep.py``), every variant reviewed.
 - ``dot_precision`` (card ``dot-input-precision``): every fp32 ``tl.dot`` kept off tensor cores
   (``input_precision="ieee"`` / ``allow_tf32=False``) rewritten to ``"tf32x3"`` and, as a second
@@ -125,13 +127,20 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
     base = unwrap_cuda_graph(source)
     variant = is_compiler_seed(base)
     if variant is not None:
-        outcome = capture_variant(ctx, task_path, TUNED[variant], workdir)
+        # A parent whose dots were moved to tensor cores is recaptured with TF32 allowed, so that
+        # Inductor's autotuning chooses its tiles for tensor-core products; the parent's precision
+        # is then written back into the fresh capture's dots.
+        precision = applied_precision(base)
+        tf32 = precision in ("tf32", "tf32x3")
+        outcome = capture_variant(ctx, task_path, TUNED[variant], workdir, tf32=tf32)
+        if not outcome.ok and tf32:
+            outcome = capture_variant(ctx, task_path, TUNED[variant], workdir)
         if not outcome.ok:
             return [], [], outcome.note()
         new, note = outcome.source, f"autotune_sweep: {outcome.note()}"
-        precision = applied_precision(base)
-        if precision and exact_dots(new):  # a fresh capture: keep the parent's dot precision
-            new, note = with_precision(new, precision), f"{note}; dots kept at {precision}"
+        if precision and precision != applied_precision(new):
+            new = with_precision(new, precision, among=("ieee", "tf32"))
+            note = f"{note}; dots kept at {precision}"
         return [cuda_graph_wrap(new) if graphed else new], [note], ""
     variants = sweep_variants(base, max_variants=SWEEP_VARIANTS)
     if not variants:

@@ -121,10 +121,12 @@ def exact_dots(source: str) -> list[tuple[int, int, list[str]]]:
     return [(start, end, args) for start, end, args, p in _dots(source) if p == "ieee"]
 
 
-def with_precision(source: str, precision: str) -> str:
-    """``source`` with every fp32-exact ``tl.dot`` set to ``input_precision=precision``."""
+def with_precision(source: str, precision: str, among: tuple[str, ...] = ("ieee",)) -> str:
+    """``source`` with every fp32 ``tl.dot`` whose precision is in ``among`` set to ``input_precision=precision``."""
+    if _HALF.search(source):
+        return source
     out, last = [], 0
-    for start, end, args in exact_dots(source):
+    for start, end, args, _ in (d for d in _dots(source) if d[3] in among):
         kept = [a for a in args if a.partition("=")[0].strip() not in ("allow_tf32", "input_precision")]
         out += [source[last:start], f'tl.dot({", ".join(kept)}, input_precision="{precision}")']
         last = end

@@ -186,7 +186,8 @@ def emit_candidate(task_source: str, cap: dict[str, Any]) -> str:
     v = cap.get("versions", {})
     header = (
         f'"""kernelskill compiler seed for {cap.get("task_name", "the task")}: TorchInductor\'s kernels '
-        f"(variant {cap['variant']!r}), captured on {v.get('gpu', '?')} with torch {v.get('torch', '?')} "
+        f"(variant {cap['variant']!r}){', TF32 matmuls' if cap.get('tf32') else ''}, "
+        f"captured on {v.get('gpu', '?')} with torch {v.get('torch', '?')} "
         f"and triton {v.get('triton', '?')}.\n\nThe first part is Inductor's output module, verbatim (its kernels are "
         "the Triton sources passed to async_compile.triton); ModelNew re-creates the reference's parameters with "
         'the reference\'s own __init__ and feeds them to call() in graph-placeholder order.\n"""\n'
@@ -251,8 +252,15 @@ def _inputs(task: Any, seed: int, device: str) -> list[Any]:
         return [x.to(device) if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
 
 
-def capture(task_path: str, variant: str = "default", seed: int = 42, device: str = "cuda") -> dict[str, Any]:
-    """Compile the task's reference with Inductor ``variant`` and record its output module."""
+def capture(
+    task_path: str, variant: str = "default", seed: int = 42, device: str = "cuda", tf32: bool = False
+) -> dict[str, Any]:
+    """Compile the task's reference with Inductor ``variant`` and record its output module.
+
+    ``tf32``: compile with TF32 matmuls allowed, so that Inductor's GEMM / convolution templates are
+    generated (and, under max-autotune, benchmarked and chosen) for TF32 products. The flags are
+    restored afterwards; a template keeps its choice as a constexpr in the kernel source.
+    """
     if device == "cuda":  # kernels must really compile (a parent test session may have set the interpreter)
         os.environ.pop("TRITON_INTERPRET", None)
     import torch
@@ -287,14 +295,20 @@ def capture(task_path: str, variant: str = "default", seed: int = 42, device: st
     torch._dynamo.reset()
     patches = {**VARIANTS[variant], "fx_graph_cache": False}
     t0 = time.perf_counter()
-    with torch.no_grad(), inductor_config.patch(patches), _sdpa_math(variant in MATH_SDPA_VARIANTS):
+    with (
+        torch.no_grad(),
+        inductor_config.patch(patches),
+        _sdpa_math(variant in MATH_SDPA_VARIANTS),
+        _tf32_matmuls(tf32),
+    ):
         fn = torch.compile(model, backend=backend, fullgraph=True, dynamic=False)
         try:
             out, codes = run_and_get_code(fn, *inputs)
         except SeedError:
             raise
         except Exception as e:
-            raise SeedError(f"torch.compile failed: {type(e).__name__}: {str(e).strip().splitlines()[0][:300]}") from e
+            first = (str(e).strip().splitlines() or [""])[0]
+            raise SeedError(f"torch.compile failed: {type(e).__name__}: {first[:300]}") from e
     compile_s = time.perf_counter() - t0
     if len(graphs) != 1:
         raise SeedError(f"expected one compiled graph (no graph breaks), got {len(graphs)}")
@@ -310,12 +324,31 @@ def capture(task_path: str, variant: str = "default", seed: int = 42, device: st
         "extern_calls": extern_calls(code),
         "heavy_extern_calls": heavy_extern_calls(code),
         "compile_s": round(compile_s, 2),
+        "tf32": tf32,
         "versions": {
             "torch": torch.__version__,
             "triton": triton.__version__,
             "gpu": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
         },
     }
+
+
+def _tf32_matmuls(on: bool) -> Any:
+    """Context allowing TF32 in matmuls and cuDNN convolutions when ``on`` (flags restored after)."""
+    import contextlib
+
+    import torch
+
+    @contextlib.contextmanager
+    def allowed() -> Any:
+        before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+    return allowed() if on else contextlib.nullcontext()
 
 
 def _sdpa_math(on: bool) -> Any:
@@ -364,7 +397,7 @@ def build(req: dict[str, Any]) -> dict[str, Any]:
     task_path, variant = req["task_path"], req.get("variant", "default")
     seed = int(req.get("seed", 42))
     try:
-        cap = capture(task_path, variant, seed=seed)
+        cap = capture(task_path, variant, seed=seed, tf32=bool(req.get("tf32")))
         source = emit_candidate(Path(task_path).read_text(), cap)
         problem = self_check(task_path, source, seed=seed)
     except SeedError as e:

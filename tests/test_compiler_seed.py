@@ -21,6 +21,8 @@ from kernelskill.nodes.transforms import GRAPH_MARK, applicable, apply, cuda_gra
 from kernelskill.runner import inductor_seed as seed
 from kernelskill.runner.static_check import check_source
 
+from conftest import FIXTURES
+
 FIX = Path(__file__).parent / "fixtures" / "inductor"
 TASKS = Path(__file__).parent.parent / "evals" / "tasks"
 
@@ -159,6 +161,29 @@ def test_capture_and_emit_round_trip_on_cpu(tmp_path):
     assert cap["outputs"] == {"kind": "tuple", "n": 2}
     src = seed.emit_candidate(task.read_text(), cap)
     assert seed.self_check(str(task), src, device="cpu", rtol=1e-5) is None
+    assert cap["tf32"] is False and "TF32 matmuls" not in src
+
+
+def test_tf32_capture_restores_the_global_flags(tmp_path, monkeypatch):
+    import torch
+
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_run_and_get_code(fn, *inputs):
+        seen.append((torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32))
+        raise Stop
+
+    monkeypatch.setattr("torch._inductor.utils.run_and_get_code", fake_run_and_get_code)
+    task = FIXTURES / "tasks" / "small_matmul.py"
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    for tf32 in (True, False):
+        with pytest.raises(seed.SeedError, match="Stop"):
+            seed.capture(str(task), "default", device="cpu", tf32=tf32)
+        assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
+    assert seen == [(True, True), before]
 
 
 # ---- engines -----------------------------------------------------------------------------------
@@ -260,8 +285,8 @@ def test_autotune_sweep_on_a_compiler_seed_recaptures_the_tuned_variant(tmp_path
 
     calls = []
 
-    def fake_capture(ctx, task_path, variant, workdir):
-        calls.append(variant)
+    def fake_capture(ctx, task_path, variant, workdir, tf32=False):
+        calls.append(variant if not tf32 else f"{variant}+tf32")
         return SeedOutcome(variant, source=f'"""kernelskill compiler seed for t: x (variant {variant!r}), ..."""\n')
 
     monkeypatch.setattr(transforms, "capture_variant", fake_capture)

@@ -45,3 +45,21 @@ def test_tuned_recapture_is_correct(tmp_path):
     tuned = capture_variant(Context(), str(task), "autotune", tmp_path)
     assert tuned.ok, tuned.error
     assert run_review(task, tuned.source, tmp_path, "tuned", device="cuda")["status"] == "correct"
+
+
+def test_dot_precision_and_its_tf32_recapture_on_a_linear_layer(tmp_path):
+    """tf32x3 of the Triton template stays correct at fp32 tolerance; a TF32-allowed recapture keeps tf32x3."""
+    from kernelskill.nodes.transforms import apply
+    from kernelskill.runner.dot_precision import applied_precision, precision_variants
+
+    task = TASKS / "level2" / "03_linear_layernorm_residual.py"
+    template = capture_variant(Context(), str(task), "triton", tmp_path)
+    assert template.ok, template.error
+    variants = dict((note.rsplit(" ", 1)[-1], src) for src, note in precision_variants(template.source))
+    assert set(variants) == {"tf32x3", "tf32"}
+    r = run_review(task, variants["tf32x3"], tmp_path, "tf32x3", device="cuda")
+    assert r["status"] == "correct", r.get("error_digest")
+    [tuned], [note], problem = apply("autotune_sweep", variants["tf32x3"], Context(), str(task), tmp_path)
+    assert not problem and "dots kept at tf32x3" in note and applied_precision(tuned) == "tf32x3"
+    assert "TF32 matmuls" in tuned[:600]
+    assert run_review(task, tuned, tmp_path, "tuned", device="cuda")["status"] == "correct"

@@ -128,20 +128,40 @@ def test_autotune_recapture_keeps_the_parents_dot_precision(tmp_path, monkeypatc
         "01_linear_gelu_scale_triton"
     )
     fresh = seed.replace("(variant 'triton')", "(variant 'triton_autotune')")
+    fresh_tf32 = fresh.replace("ALLOW_TF32 : tl.constexpr = False", "ALLOW_TF32 : tl.constexpr = True")
     asked = []
+    failing = []
 
-    def capture(ctx, task_path, variant, workdir):
-        asked.append(variant)
-        return SeedOutcome(variant, source=fresh)
+    def capture(ctx, task_path, variant, workdir, tf32=False):
+        asked.append((variant, tf32))
+        if tf32 and failing:
+            return SeedOutcome(variant, error="boom")
+        return SeedOutcome(variant, source=fresh_tf32 if tf32 else fresh)
 
     monkeypatch.setattr(transforms, "capture_variant", capture)
-    parent = with_precision(seed, "tf32x3")
-    assert applied_precision(parent) == "tf32x3" and applied_precision(seed) is None
-    [new], [note], problem = transforms.apply("autotune_sweep", parent, Context(), "task.py", tmp_path)
-    assert asked == ["triton_autotune"] and problem == ""
-    assert applied_precision(new) == "tf32x3" and note.endswith("dots kept at tf32x3")
+    for precision in PRECISIONS:
+        parent = with_precision(seed, precision)
+        assert applied_precision(parent) == precision and applied_precision(seed) is None
+        asked.clear()
+        [new], [note], problem = transforms.apply("autotune_sweep", parent, Context(), "task.py", tmp_path)
+        assert asked == [("triton_autotune", True)] and problem == ""  # autotuned for tensor-core products
+        assert dot_lines(new) == [f'acc += tl.dot(a, b, out_dtype=ACC_TYPE, input_precision="{precision}")']
+        assert note.endswith(f"dots kept at {precision}")
+    failing.append(True)  # the TF32 capture fails: the plain one is rewritten instead
+    asked.clear()
+    [new], _, _ = transforms.apply("autotune_sweep", with_precision(seed, "tf32x3"), Context(), "task.py", tmp_path)
+    assert asked == [("triton_autotune", True), ("triton_autotune", False)] and applied_precision(new) == "tf32x3"
+    asked.clear()
     [plain], _, _ = transforms.apply("autotune_sweep", seed, Context(), "task.py", tmp_path)
-    assert applied_precision(plain) is None and exact_dots(plain)
+    assert asked == [("triton_autotune", False)] and applied_precision(plain) is None and exact_dots(plain)
+
+
+def test_with_precision_only_touches_the_precisions_asked_for():
+    tf32_src = GEMM.replace('input_precision="ieee"', "allow_tf32=True")
+    assert with_precision(tf32_src, "tf32x3") == tf32_src  # default: only ieee dots
+    assert dot_lines(with_precision(tf32_src, "tf32x3", among=("ieee", "tf32"))) == [
+        'acc += tl.dot(a, b, input_precision="tf32x3")'
+    ]
 
 
 @pytest.mark.parametrize(
