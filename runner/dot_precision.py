@@ -19,6 +19,7 @@ Kernels over fp16 / bf16 data are left alone (input precision only concerns fp32
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 PRECISIONS = ("tf32x3", "tf32")
 _DOT = re.compile(r"\btl\.dot\(")
@@ -29,9 +30,9 @@ _HALF = re.compile(
 _CONSTEXPR = r"\b{name}\s*:\s*tl\.constexpr\s*=\s*(\S+)"
 
 
-def _call_span(text: str, open_paren: int) -> int:
-    """Index just past the parenthesis closing the one at ``open_paren`` (-1 when unbalanced)."""
-    depth, quote, i = 0, "", open_paren
+def _unquoted(text: str, start: int = 0) -> Iterator[tuple[int, str, int]]:
+    """(index, character, bracket depth before it) of each character of ``text`` outside string quotes."""
+    depth, quote, i = 0, "", start
     while i < len(text):
         c = text[i]
         if quote:
@@ -41,34 +42,22 @@ def _call_span(text: str, open_paren: int) -> int:
                 quote = ""
         elif c in "'\"":
             quote = c
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
+        else:
+            yield i, c, depth
+            depth += (c in "([{") - (c in ")]}")
         i += 1
-    return -1
+
+
+def _call_span(text: str, open_paren: int) -> int:
+    """Index just past the parenthesis closing the one at ``open_paren`` (-1 when unbalanced)."""
+    return next((i + 1 for i, c, depth in _unquoted(text, open_paren) if c in ")]}" and depth == 1), -1)
 
 
 def _split_args(inner: str) -> list[str]:
     """Top-level comma-separated arguments of a call's inside."""
-    args, depth, quote, start = [], 0, "", 0
-    for i, c in enumerate(inner):
-        if quote:
-            if c == quote:
-                quote = ""
-        elif c in "'\"":
-            quote = c
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif c == "," and depth == 0:
-            args.append(inner[start:i])
-            start = i + 1
-    args.append(inner[start:])
-    return [a.strip() for a in args if a.strip()]
+    cuts = [i for i, c, depth in _unquoted(inner) if c == "," and depth == 0]
+    pieces = [inner[a + 1 : b] for a, b in zip([-1, *cuts], [*cuts, len(inner)], strict=True)]
+    return [a.strip() for a in pieces if a.strip()]
 
 
 def _resolve(value: str, text: str) -> str:
