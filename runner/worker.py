@@ -293,6 +293,7 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
     source = Path(cand_file).read_text()
     static = check_source(source, Path(req["task_path"]).read_text())
     common: dict[str, Any] = {"device": label, "labels": list(static.labels), "warnings": list(static.warnings)}
+    phase("static_check")  # with the task module's import; "load" below is the candidate's import
 
     def fail(status: Any, exc: BaseException, **extra: Any) -> ReviewResult:
         return failure(status, _digest(exc, cand_file), _detail(exc), cid, **{**common, **extra})
