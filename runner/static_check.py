@@ -1,8 +1,9 @@
 """Static checks on a candidate's source, before it runs (stdlib only).
 
 Strict findings reject the candidate: no custom kernel at all, a try/except around the work in
-``forward`` (a silent fallback to PyTorch), patching timers / CUDA events / synchronize, threads or
-processes, extra CUDA streams. Warnings are recorded on the review: PyTorch compute ops left in
+``forward`` (a silent fallback to PyTorch), patching timers / CUDA events / synchronize, rebinding
+anything under ``torch`` / ``F`` / ``nn`` or changing a global numerics setting (the reference runs in
+the same process, so either would change what it computes), threads or processes, extra CUDA streams. Warnings are recorded on the review: PyTorch compute ops left in
 ``forward`` (the candidate is then labelled ``torch_main_work`` when the heavy op of the
 reference, a matmul / convolution / attention, still runs in PyTorch).
 """
@@ -27,6 +28,13 @@ LIGHT_OPS = {
     "cross_entropy", "mse_loss", "softplus", "leaky_relu", "hardswish", "elu", "clamp", "where", "pow",
 }  # fmt: skip
 HEAVY_MODULES = ("Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose", "MultiheadAttention", "LSTM", "GRU", "RNN")
+# Names a candidate must not rebind: PyTorch's functions and global numerics flags are shared with
+# the reference in the same process (a patched torch.matmul or allow_tf32 changes what it computes).
+TORCH_ROOTS = ("torch", "F", "nn")
+SHARED_TORCH = "PyTorch is shared with the reference; patching it is not allowed"
+NUMERICS_CALLS = re.compile(
+    r"^torch\.(set_default_dtype|set_default_tensor_type|set_float32_matmul_precision|set_flush_denormal)$"
+)
 TIMER_TARGETS = re.compile(
     r"^(torch\.cuda\.(Event|synchronize|current_stream|Stream)|time\.(time|perf_counter|monotonic)\w*|"
     r"triton\.testing\.do_bench\w*|torch\.cuda\.Event\.\w+)$"
@@ -179,14 +187,23 @@ def check_source(source: str, reference: str | None = None) -> StaticReport:
                 name = _dotted(t)
                 if TIMER_TARGETS.match(name):
                     report.strict.append(f"assigns {name}: patching timers or synchronization is not allowed")
+                elif "." in name and name.split(".")[0] in TORCH_ROOTS:
+                    report.strict.append(
+                        f"assigns {name}: PyTorch is shared with the reference; patching it is not allowed"
+                    )
         elif isinstance(n, ast.Call):
             name = _dotted(n.func)
-            if (
-                name in ("setattr", "monkeypatch.setattr")
-                and n.args
-                and _dotted(n.args[0]).startswith(("torch.cuda", "time", "triton.testing"))
+            target = _dotted(n.args[0]) if n.args else ""
+            if name in ("setattr", "monkeypatch.setattr") and target.startswith(
+                ("torch.cuda", "time", "triton.testing")
             ):
-                report.strict.append(f"setattr on {_dotted(n.args[0])}: patching timers is not allowed")
+                report.strict.append(f"setattr on {target}: patching timers is not allowed")
+            elif name in ("setattr", "monkeypatch.setattr") and target.split(".")[0] in TORCH_ROOTS:
+                report.strict.append(
+                    f"setattr on {target}: PyTorch is shared with the reference; patching it is not allowed"
+                )
+            if NUMERICS_CALLS.match(name):
+                report.strict.append(f"calls {name}: a global numerics setting changes the reference too")
             if re.search(r"(^|\.)(Stream|stream|ExternalStream)$", name) and "cuda" in name:
                 report.strict.append(f"calls {name}: work on extra streams escapes the timer")
     for op, line in library_calls(tree):
