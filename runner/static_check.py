@@ -1,9 +1,10 @@
 """Static checks on a candidate's source, before it runs (stdlib only).
 
 Strict findings reject the candidate: no custom kernel at all, a try/except around the work in
-``forward`` (a silent fallback to PyTorch), patching timers / CUDA events / synchronize, rebinding
-anything under ``torch`` / ``F`` / ``nn`` or changing a global numerics setting (the reference runs in
-the same process, so either would change what it computes), threads or processes, extra CUDA streams. Warnings are recorded on the review: PyTorch compute ops left in
+``forward`` (a silent fallback to PyTorch), patching timers / CUDA events / synchronize,
+rebinding anything under ``torch`` / ``F`` / ``nn`` or changing a global numerics setting (the
+reference runs in the same process, so either would change what it computes), threads or
+processes, extra CUDA streams. Warnings are recorded on the review: PyTorch compute ops left in
 ``forward`` (the candidate is then labelled ``torch_main_work`` when the heavy op of the
 reference, a matmul / convolution / attention, still runs in PyTorch).
 """
