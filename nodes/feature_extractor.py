@@ -6,7 +6,7 @@ import ast
 from typing import Any
 
 from kernelskill.graph.state import State
-from kernelskill.runner.dot_precision import exact_dots
+from kernelskill.runner.dot_precision import count_exact_dots
 from kernelskill.runner.static_check import dotted_name as _dotted
 from kernelskill.runner.static_check import embedded_kernel_trees
 
@@ -114,7 +114,7 @@ def extract_features(source: str) -> dict[str, Any]:
         "num_kernels": len(kernels) + source.count("__global__"),
         "num_launch_sites": launch_sites,
         "uses_dot": uses_dot,
-        "dot_fp32_exact": uses_dot and bool(exact_dots(source)),
+        "dot_fp32_exact": uses_dot and bool(count_exact_dots(source)),
         "has_reduction": has_reduction,
         "has_loops": has_loops,
         "is_pointwise": bool(kernels) and not uses_dot and not has_reduction,

@@ -25,7 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernelskill.graph.context import Context
-from kernelskill.runner.dot_precision import applied_precision, exact_dots, precision_variants, with_precision
+from kernelskill.runner.dot_precision import applied_precision, count_exact_dots, precision_variants, with_precision
 from kernelskill.runner.inductor_seed import TUNED
 
 from .compiler import capture_variant, is_compiler_seed
@@ -109,7 +109,7 @@ def applicable(transform: str, source: str) -> str | None:
             return None
         return "no launch with literal constexpr tile sizes or num_warps to sweep"
     if transform == "dot_precision":
-        return None if exact_dots(source) else "no fp32 tl.dot kept off tensor cores (ieee / allow_tf32=False)"
+        return None if count_exact_dots(source) else "no fp32 tl.dot kept off tensor cores (ieee / allow_tf32=False)"
     return f"no deterministic transform named {transform!r}"
 
 
@@ -131,9 +131,8 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
         # Inductor's autotuning chooses its tiles for tensor-core products; the parent's precision
         # is then written back into the fresh capture's dots.
         precision = applied_precision(base)
-        tf32 = precision in ("tf32", "tf32x3")
-        outcome = capture_variant(ctx, task_path, TUNED[variant], workdir, tf32=tf32)
-        if not outcome.ok and tf32:
+        outcome = capture_variant(ctx, task_path, TUNED[variant], workdir, tf32=precision is not None)
+        if not outcome.ok and precision:
             outcome = capture_variant(ctx, task_path, TUNED[variant], workdir)
         if not outcome.ok:
             return [], [], outcome.note()

@@ -23,7 +23,6 @@ from collections.abc import Iterator
 
 PRECISIONS = ("tf32x3", "tf32")
 _DOT = re.compile(r"\btl\.dot\(")
-_SET = re.compile(r"\btl\.dot\([^\n]*input_precision=\"(tf32x3|tf32)\"\)")
 _HALF = re.compile(
     r"'\*(fp16|bf16)'|\btl\.(float16|bfloat16)\b|\btorch\.(float16|bfloat16|half)\b|\.(half|bfloat16)\(\)"
 )
@@ -83,8 +82,10 @@ def _precision(args: list[str], text: str) -> str:
     return "default"
 
 
-def _dots(source: str) -> list[tuple[int, int, list[str], str]]:
-    """(start, end, arguments, precision) of every ``tl.dot`` call in ``source``."""
+def _fp32_dots(source: str) -> list[tuple[int, int, list[str], str]]:
+    """(start, end, arguments, precision) of every ``tl.dot`` call in ``source``; none over fp16/bf16 data."""
+    if _HALF.search(source):
+        return []
     found = []
     for m in _DOT.finditer(source):
         end = _call_span(source, m.end() - 1)
@@ -100,22 +101,18 @@ def dot_precisions(source: str) -> set[str]:
 
     ``default`` (no keyword) is Triton's default for fp32 operands on NVIDIA GPUs: ``tf32``.
     """
-    return set() if _HALF.search(source) else {p for *_, p in _dots(source)}
+    return {p for *_, p in _fp32_dots(source)}
 
 
-def exact_dots(source: str) -> list[tuple[int, int, list[str]]]:
-    """(start, end, arguments) of every fp32-exact ``tl.dot`` call in ``source`` (empty over fp16/bf16 data)."""
-    if _HALF.search(source):
-        return []
-    return [(start, end, args) for start, end, args, p in _dots(source) if p == "ieee"]
+def count_exact_dots(source: str) -> int:
+    """How many fp32 ``tl.dot`` calls in ``source`` stay off tensor cores (``ieee``)."""
+    return sum(p == "ieee" for *_, p in _fp32_dots(source))
 
 
 def with_precision(source: str, precision: str, among: tuple[str, ...] = ("ieee",)) -> str:
     """``source`` with every fp32 ``tl.dot`` whose precision is in ``among`` set to ``input_precision=precision``."""
-    if _HALF.search(source):
-        return source
     out, last = [], 0
-    for start, end, args, _ in (d for d in _dots(source) if d[3] in among):
+    for start, end, args, _ in (d for d in _fp32_dots(source) if d[3] in among):
         kept = [a for a in args if a.partition("=")[0].strip() not in ("allow_tf32", "input_precision")]
         out += [source[last:start], f'tl.dot({", ".join(kept)}, input_precision="{precision}")']
         last = end
@@ -124,7 +121,7 @@ def with_precision(source: str, precision: str, among: tuple[str, ...] = ("ieee"
 
 def precision_variants(source: str) -> list[tuple[str, str]]:
     """(source, note) per precision in PRECISIONS; empty when no fp32-exact dot exists."""
-    n = len(exact_dots(source))
+    n = count_exact_dots(source)
     if not n:
         return []
     return [(with_precision(source, p), f"dot_precision: {n} fp32 tl.dot call(s) set to {p}") for p in PRECISIONS]
@@ -132,5 +129,7 @@ def precision_variants(source: str) -> list[tuple[str, str]]:
 
 def applied_precision(source: str) -> str | None:
     """The precision an earlier ``with_precision`` gave this source's dots (None when none was set)."""
-    m = _SET.search(source)
-    return m.group(1) if m else None
+    for _, _, args, p in _fp32_dots(source):
+        if p in PRECISIONS and any(a.partition("=")[0].strip() == "input_precision" for a in args):
+            return p
+    return None

@@ -189,20 +189,15 @@ def check_source(source: str, reference: str | None = None) -> StaticReport:
                 if TIMER_TARGETS.match(name):
                     report.strict.append(f"assigns {name}: patching timers or synchronization is not allowed")
                 elif "." in name and name.split(".")[0] in TORCH_ROOTS:
-                    report.strict.append(
-                        f"assigns {name}: PyTorch is shared with the reference; patching it is not allowed"
-                    )
+                    report.strict.append(f"assigns {name}: {SHARED_TORCH}")
         elif isinstance(n, ast.Call):
             name = _dotted(n.func)
             target = _dotted(n.args[0]) if n.args else ""
-            if name in ("setattr", "monkeypatch.setattr") and target.startswith(
-                ("torch.cuda", "time", "triton.testing")
-            ):
+            setter = name in ("setattr", "monkeypatch.setattr")
+            if setter and target.startswith(("torch.cuda", "time", "triton.testing")):
                 report.strict.append(f"setattr on {target}: patching timers is not allowed")
-            elif name in ("setattr", "monkeypatch.setattr") and target.split(".")[0] in TORCH_ROOTS:
-                report.strict.append(
-                    f"setattr on {target}: PyTorch is shared with the reference; patching it is not allowed"
-                )
+            elif setter and target.split(".")[0] in TORCH_ROOTS:
+                report.strict.append(f"setattr on {target}: {SHARED_TORCH}")
             if NUMERICS_CALLS.match(name):
                 report.strict.append(f"calls {name}: a global numerics setting changes the reference too")
             if re.search(r"(^|\.)(Stream|stream|ExternalStream)$", name) and "cuda" in name:

@@ -7,7 +7,7 @@ import pytest
 
 from kernelskill.nodes.feature_extractor import extract_features
 from kernelskill.nodes.transforms import applicable
-from kernelskill.runner.dot_precision import PRECISIONS, exact_dots, precision_variants, with_precision
+from kernelskill.runner.dot_precision import PRECISIONS, count_exact_dots, precision_variants, with_precision
 from kernelskill.runner.sandbox import run_review
 from kernelskill.runner.static_check import embedded_kernel_trees
 from kernelskill.skills_kb.policy import decide
@@ -54,14 +54,14 @@ def dot_lines(source: str) -> list[str]:
 def test_inductor_template_dot_is_found_through_its_constexpr():
     src = inductor("01_linear_gelu_scale_triton")
     assert "ALLOW_TF32 : tl.constexpr = False" in src
-    assert len(exact_dots(src)) == 1
+    assert count_exact_dots(src) == 1
     out = with_precision(src, "tf32x3")
     assert dot_lines(out) == ['acc += tl.dot(a, b, out_dtype=ACC_TYPE, input_precision="tf32x3")']
     ast.parse(out)
     assert len(embedded_kernel_trees(ast.parse(out))) == len(
         embedded_kernel_trees(ast.parse(src))
     )  # kernel strings parse
-    assert exact_dots(out) == [] and applicable("dot_precision", out) is not None
+    assert count_exact_dots(out) == 0 and applicable("dot_precision", out) is not None
 
 
 @pytest.mark.parametrize("name", ["01_linear_gelu_scale_default", "26_layer_norm_default"])
@@ -85,7 +85,7 @@ def test_no_dot_no_transform(name):
 )
 def test_which_dots_count_as_exact_fp32(call, exact):
     src = GEMM.replace('tl.dot(a, b, input_precision="ieee")', call)
-    assert bool(exact_dots(src)) is exact
+    assert bool(count_exact_dots(src)) is exact
 
 
 def test_variants_one_per_precision_and_other_arguments_kept():
@@ -153,7 +153,7 @@ def test_autotune_recapture_keeps_the_parents_dot_precision(tmp_path, monkeypatc
     assert asked == [("triton_autotune", True), ("triton_autotune", False)] and applied_precision(new) == "tf32x3"
     asked.clear()
     [plain], _, _ = transforms.apply("autotune_sweep", seed, Context(), "task.py", tmp_path)
-    assert asked == [("triton_autotune", False)] and applied_precision(plain) is None and exact_dots(plain)
+    assert asked == [("triton_autotune", False)] and applied_precision(plain) is None and count_exact_dots(plain)
 
 
 def test_with_precision_only_touches_the_precisions_asked_for():
