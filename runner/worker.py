@@ -206,17 +206,17 @@ class Loaded:
     def __init__(self, task: Any, ref: Any, new: Any, module: Any, device: str) -> None:
         self.task, self.ref, self.new, self.module, self.device = task, ref, new, module, device
 
-    def truth(self, seed: int) -> Any:
-        """The reference's outputs for ``inputs(seed)`` computed in float64 (a float64 copy of the model)."""
+    def truth(self, inputs: list[Any]) -> Any:
+        """The reference's outputs for ``inputs`` computed in float64 (a float64 copy of the model)."""
         import copy
 
         import torch
 
         if getattr(self, "_ref64", None) is None:
             self._ref64 = copy.deepcopy(self.ref).double()
-        inputs = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in self.inputs(seed)]
+        doubled = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
         with torch.no_grad():
-            return self._ref64(*inputs)
+            return self._ref64(*doubled)
 
     def inputs(self, seed: int) -> list[Any]:
         """Fresh inputs from the task's ``get_inputs`` under ``seed``, on the device."""
@@ -292,7 +292,8 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
     cand_file = str(Path(req["candidate_path"]).resolve())
     source = Path(cand_file).read_text()
     static = check_source(source, Path(req["task_path"]).read_text())
-    common: dict[str, Any] = {"device": label, "labels": list(static.labels), "warnings": list(static.warnings)}
+    # The lists are the static report's own: labels and warnings added during the review land in both.
+    common: dict[str, Any] = {"device": label, "labels": static.labels, "warnings": static.warnings}
     phase("static_check")  # with the task module's import; "load" below is the candidate's import
 
     def fail(status: Any, exc: BaseException, **extra: Any) -> ReviewResult:
@@ -350,8 +351,6 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
         inputs = run.inputs(trial_seed)
         if record and static.default_precision_dots and _all_fp32(inputs):
             label_tf32(static)  # Triton's default tl.dot precision for fp32 operands is TF32
-            common["labels"] = list(static.labels)
-            common["warnings"] += [w for w in static.warnings if w not in common["warnings"]]
         with torch.no_grad():
             ref_out = ref(*_clone(inputs))
             if use_cuda:
@@ -379,7 +378,7 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
                 return fail(_classify(e), e, correctness=correctness)
         t = step("candidate_first_call" if record else "candidate", t)
         noise: list[float] = []
-        truth = (lambda: run.truth(trial_seed)) if float64_truth else None
+        truth = (lambda: run.truth(inputs)) if float64_truth else None  # inputs: never passed uncloned
         reason = compare(ref_out, new_out, atol, rtol, truth=truth, noise=noise)
         if noise:
             correctness["float64_truth"] = correctness.get("float64_truth", 0) + 1
@@ -404,7 +403,7 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
         correctness["trials"] = trial + 1
     correctness["seconds"] = dict(steps)
     if correctness.get("float64_truth"):
-        common["warnings"].append(
+        static.warnings.append(
             f"outside atol/rtol of the reference on {correctness['float64_truth']} check(s), but within "
             f"{TRUTH_MARGIN:g}x the reference's own error (up to {correctness['reference_noise']:.3g}) of a "
             "float64 run of the reference: accepted"
@@ -469,8 +468,8 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
         metrics={},
         custom_kernel="torch_main_work" not in static.labels and "library_main_work" not in static.labels,
         device=label,
-        labels=list(common["labels"]),
-        warnings=list(common["warnings"]),
+        labels=list(static.labels),
+        warnings=list(static.warnings),
     )
     timing_inputs = run.inputs(seed + 7)
     if use_cuda:
