@@ -62,7 +62,7 @@ def capture_variant(ctx: Context, task_path: str, variant: str, workdir: Path, t
     """Capture one Inductor variant of the task in a child process (``tf32``: TF32 matmuls allowed)."""
     req = {"task_path": str(Path(task_path).resolve()), "variant": variant, "seed": ctx.seed, "tf32": tf32}
     name = f"seed_{variant}_tf32" if tf32 else f"seed_{variant}"
-    out = run_child("kernelskill.runner.inductor_seed", req, workdir, name, ctx.seed_timeout_s)
+    out = run_child("kernelskill.runner.inductor_seed", req, workdir, name, ctx.seed_timeout_s, spare=True)
     if isinstance(out, ChildFailure):
         what = "timed out" if out.status == "timeout" else "crashed"
         return SeedOutcome(variant, error=f"capture {what}: {out.digest}", wall_s=out.wall_s)

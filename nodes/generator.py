@@ -12,6 +12,7 @@ from langgraph.runtime import Runtime
 from kernelskill.graph.context import Context
 from kernelskill.graph.modes import engine_for, on_cuda
 from kernelskill.graph.state import Candidate, State, Task
+from kernelskill.runner.sandbox import prestart_reviewer
 from kernelskill.skills_kb.retrieve import cards_text, retrieve
 
 from .candidates import make_candidate, run_dir
@@ -81,6 +82,7 @@ def generator(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     ctx = runtime.context or Context()
     task = load_task(state["task_path"])
     engine = engine_for(ctx)
+    prestart_reviewer()  # its imports overlap the captures / model calls below
     compiled: list[SeedOutcome] = []
     if engine == "offline" or (ctx.compiler_seed and on_cuda(ctx)):
         compiled = compiler_seeds(ctx, task["path"], run_dir(ctx) / "compiler")

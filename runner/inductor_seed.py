@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .sandbox import serve_as_spare, warm_cuda_imports
 from .static_check import HEAVY_LIBRARY_OPS, library_calls
 
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -411,8 +412,21 @@ def build(req: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "source": source, "variant": variant, "capture": meta, "code": cap["code"]}
 
 
+# What a capture imports before it compiles (torch.compile's frontend and Inductor's lowering).
+WARM_IMPORTS = ("torch._dynamo", "torch._inductor.compile_fx", "torch._inductor.select_algorithm")
+
+
+def _warm() -> None:
+    warm_cuda_imports(WARM_IMPORTS)
+
+
 def main(argv: list[str]) -> int:
-    """Entry point: read the request, write the result."""
+    """Entry point: read the request, write the result (``--spare``: see ``sandbox.serve_as_spare``)."""
+    if argv[1:] == ["--spare"]:
+        paths = serve_as_spare(_warm)
+        if paths is None:
+            return 0
+        argv = [argv[0], *paths]
     req = json.loads(Path(argv[1]).read_text())
     Path(argv[2]).write_text(json.dumps(build(req), default=str))
     return 0

@@ -6,10 +6,14 @@ the whole process group is killed. Whatever happens there comes back as a typed
 :class:`~.result.ReviewResult`; nothing propagates into the caller.
 
 Spare workers: a process serves exactly one evaluation, but it need not start when the evaluation
-does. When a review takes its process, the next one is started at once (``worker --spare``: it
-imports torch, then waits on its stdin for one request), so the ~3 s of interpreter start and
-torch import overlap the current evaluation instead of adding to the next. A spare that finds its
-stdin closed (the parent went away) exits; ``KERNELSKILL_SPARE_WORKER=0`` turns spares off.
+does. When a review (or a compiler-seed capture) takes its process, the next one is started at once
+(``MODULE --spare``: it imports torch and, on a CUDA machine, the TorchInductor and Triton modules
+that compiler-seed candidates and captures import, then waits on its stdin for one request), so
+the interpreter start and those imports (measured on an H200 host: ~5 s for torch, ~7 s more for
+``torch._inductor``'s) overlap the current work instead of adding to the next. ``prestart``
+starts one ahead of its first use (the generator does it for the reviewer while it captures). A
+spare that finds its stdin closed (the parent went away) exits; ``KERNELSKILL_SPARE_WORKER=0``
+turns spares off.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +36,7 @@ from typing import Any, Literal
 from .result import ReviewResult, failure
 
 _SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.I)
+REVIEW_MODULE = "kernelskill.runner.worker"
 _SECRET_PREFIXES = ("OPENAI_", "ANTHROPIC_", "LANGSMITH_", "LANGCHAIN_", "KERNELSKILL_LLM_")
 
 
@@ -39,6 +46,21 @@ def scrubbed_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra or {})
     return env
+
+
+def review_env() -> dict[str, str]:
+    """What a review's process adds to the scrubbed environment.
+
+    TorchInductor modules (compiler seeds) compile their kernels in-process: a compile-worker pool
+    would take seconds to start in every evaluation, and Triton's on-disk cache makes kernels load fast.
+    """
+    return {"TORCHINDUCTOR_COMPILE_THREADS": os.environ.get("TORCHINDUCTOR_COMPILE_THREADS", "1")}
+
+
+def prestart_reviewer() -> None:
+    """Start the reviewer's spare process now, so it is warm when the first review comes."""
+    if spares_enabled():
+        SPARES.prestart(REVIEW_MODULE, scrubbed_env(review_env()))
 
 
 def _signal_name(code: int) -> str:
@@ -80,10 +102,7 @@ def run_review(
         "device": device,
         **options,
     }
-    # TorchInductor modules (compiler seeds) compile their kernels in-process: a compile-worker pool
-    # would take seconds to start in every evaluation, and Triton's on-disk cache makes kernels load fast.
-    review_env = {"TORCHINDUCTOR_COMPILE_THREADS": os.environ.get("TORCHINDUCTOR_COMPILE_THREADS", "1")}
-    out = run_child("kernelskill.runner.worker", req, work, safe, timeout_s, env_extra=review_env, spare=True)
+    out = run_child(REVIEW_MODULE, req, work, safe, timeout_s, env_extra=review_env(), spare=True)
     if isinstance(out, ChildFailure):
         return failure(out.status, out.digest, out.log_tail, candidate_id, wall_s=out.wall_s)
     result: ReviewResult = out.result
@@ -174,20 +193,42 @@ def spares_enabled() -> bool:
 
 
 class _Spares:
-    """At most one waiting process, for one (module, environment); it serves one request."""
+    """At most one waiting process per module, made for one environment; each serves one request.
+
+    The modules are the reviewer's worker and the compiler-seed capture. Thread-safe: the generator
+    captures two variants at once.
+    """
 
     def __init__(self) -> None:
-        self.waiting: dict[tuple[str, tuple[tuple[str, str], ...]], subprocess.Popen] = {}
+        self.waiting: dict[str, tuple[tuple[tuple[str, str], ...], subprocess.Popen]] = {}
+        self._lock = threading.Lock()
         atexit.register(self.close)
 
     def take(self, module: str, env: dict[str, str]) -> subprocess.Popen | None:
         """The ready spare for this module and environment (None on first use), and start the next."""
-        key = (module, tuple(sorted(env.items())))
-        proc = self.waiting.pop(key, None)
-        if proc is not None and proc.poll() is not None:  # it died while waiting
-            proc = None
-        self.close()  # a spare made for another environment would never be used
-        self.waiting[key] = subprocess.Popen(
+        with self._lock:
+            proc = self._ready(module, env)
+            if proc is not None:
+                del self.waiting[module]
+            self._start(module, env)
+        return proc
+
+    def prestart(self, module: str, env: dict[str, str]) -> None:
+        """Have a spare waiting for this module and environment (start one unless there is one)."""
+        with self._lock:
+            if self._ready(module, env) is None:
+                self._start(module, env)
+
+    def _ready(self, module: str, env: dict[str, str]) -> subprocess.Popen | None:
+        key, proc = self.waiting.get(module, ((), None))
+        if proc is None or key != tuple(sorted(env.items())) or proc.poll() is not None:
+            return None  # none, made for another environment (never to be used), or it died waiting
+        return proc
+
+    def _start(self, module: str, env: dict[str, str]) -> None:
+        if module in self.waiting:
+            _kill_group(self.waiting.pop(module)[1])
+        proc = subprocess.Popen(
             [sys.executable, "-m", module, "--spare"],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
@@ -197,16 +238,57 @@ class _Spares:
             start_new_session=True,
             text=True,
         )
-        return proc
+        self.waiting[module] = (tuple(sorted(env.items())), proc)
 
     def close(self) -> None:
         """Stop every waiting spare (at exit)."""
-        for proc in self.waiting.values():
-            _kill_group(proc)
-        self.waiting.clear()
+        with self._lock:
+            for _, proc in self.waiting.values():
+                _kill_group(proc)
+            self.waiting.clear()
 
 
 SPARES = _Spares()
+
+
+def serve_as_spare(warm: Callable[[], None]) -> tuple[str, str] | None:
+    """A child's ``--spare`` mode: ``warm()`` (imports), then wait for one request line on stdin.
+
+    The line is ``[request path, result path, log path, working directory]``; the log file replaces
+    stdout and stderr. Returns the request and result paths; None when stdin closes first (the
+    parent went away). A failure in ``warm`` is ignored: the request then pays the imports itself.
+    """
+    try:
+        warm()
+    except Exception:  # noqa: BLE001, S110 - best effort by design
+        pass
+    line = sys.stdin.readline()
+    if not line.strip():
+        return None
+    req_path, res_path, log_path, cwd = json.loads(line)
+    os.chdir(cwd)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    return req_path, res_path
+
+
+def warm_cuda_imports(modules: tuple[str, ...]) -> None:
+    """Import torch, and ``modules`` too when CUDA is present and Triton is not interpreted.
+
+    Only on a CUDA machine: there compiler seeds exist and their imports (``torch._inductor``) are the
+    largest part of a candidate's load. Without CUDA (or under ``TRITON_INTERPRET=1``, which triton
+    reads when kernels are decorated) nothing beyond torch is imported.
+    """
+    import importlib
+
+    import torch
+
+    if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available():
+        return
+    for name in modules:
+        importlib.import_module(name)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .result import ReviewResult, failure
+from .sandbox import serve_as_spare, warm_cuda_imports
 
 DEFAULT_TOL = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)}  # (atol, rtol)
 
@@ -578,30 +579,24 @@ def _profile_on_gpu(
             result["warnings"].append(f"ncu: {prof.get('error')}")
 
 
-def serve_as_spare() -> tuple[str, str] | None:
-    """``--spare``: import torch, then wait for one request line on stdin (see ``sandbox``).
+# What a compiler-seed candidate (TorchInductor's output module) imports: ~7 s on an H200 host.
+WARM_IMPORTS = (
+    "triton",
+    "triton.language",
+    "torch._inductor.async_compile",
+    "torch._inductor.select_algorithm",
+    "torch._inductor.runtime.triton_heuristics",
+)
 
-    The line is ``[request path, result path, log path, working directory]``; the log file replaces
-    stdout and stderr. None when stdin closes first (the parent went away).
-    """
-    import torch  # noqa: F401 - the point: pay the import before the evaluation starts
 
-    line = sys.stdin.readline()
-    if not line.strip():
-        return None
-    req_path, res_path, log_path, cwd = json.loads(line)
-    os.chdir(cwd)
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-    return req_path, res_path
+def _warm() -> None:
+    warm_cuda_imports(WARM_IMPORTS)
 
 
 def main(argv: list[str]) -> int:
     """Entry point: read the request, write the result; exit 0 unless the process itself broke."""
     if argv[1:] == ["--spare"]:
-        paths = serve_as_spare()
+        paths = serve_as_spare(_warm)
         if paths is None:
             return 0
         argv = [argv[0], *paths]

@@ -66,14 +66,17 @@ def test_invalid_task(candidate, tmp_path):
 def test_spare_worker_serves_the_next_review_once(task_path, candidate, tmp_path, monkeypatch):
     from kernelskill.runner import sandbox
 
+    def reviewer_spares() -> list:
+        return [p for module, (_, p) in sandbox.SPARES.waiting.items() if module == sandbox.REVIEW_MODULE]
+
     monkeypatch.setenv("KERNELSKILL_SPARE_WORKER", "1")
     review(task_path, candidate("good"), tmp_path, "first")
-    (spare,) = sandbox.SPARES.waiting.values()  # started while the first review ran
+    (spare,) = reviewer_spares()  # started while the first review ran
     assert spare.poll() is None
     second = review(task_path, candidate("good"), tmp_path, "second")
     assert second["status"] == "correct", second.get("error_digest")
     assert spare.wait(timeout=5) == 0  # it served the second review and exited
-    (nxt,) = sandbox.SPARES.waiting.values()
+    (nxt,) = reviewer_spares()
     assert nxt.pid != spare.pid
     crashed = review(task_path, candidate("segfault"), tmp_path, "crash_in_spare")
     assert crashed["status"] == "crashed" and "SIGSEGV" in crashed["error_digest"]
@@ -91,3 +94,44 @@ def test_spare_exits_when_its_parent_goes_away():
     assert proc.stdin is not None
     proc.stdin.close()  # what a dead parent looks like from the spare
     assert proc.wait(timeout=60) == 0
+
+
+def test_spares_keep_one_process_per_module_and_environment():
+    from kernelskill.runner import sandbox
+
+    spares = sandbox._Spares()
+    env, capture_module = sandbox.scrubbed_env(), "kernelskill.runner.inductor_seed"
+    assert spares.take(sandbox.REVIEW_MODULE, env) is None  # first use: none ready, one started
+    _, first = spares.waiting[sandbox.REVIEW_MODULE]
+    spares.prestart(sandbox.REVIEW_MODULE, env)  # already one: no second
+    assert spares.waiting[sandbox.REVIEW_MODULE][1] is first
+    spares.prestart(capture_module, env)
+    _, capture = spares.waiting[capture_module]
+    spares.prestart(sandbox.REVIEW_MODULE, {**env, "X": "1"})  # another environment replaces it
+    assert first.wait(timeout=10) is not None and capture.poll() is None
+    got = spares.take(capture_module, env)
+    assert got is capture and spares.waiting[capture_module][1] is not got  # handed out, the next one started
+    assert got is not None and got.stdin is not None
+    got.stdin.close()  # as a parent that goes away: the spare exits on its own
+    assert got.wait(timeout=60) == 0
+    spares.close()
+    assert not spares.waiting
+
+
+def test_capture_child_serves_one_request_as_a_spare(tmp_path):
+    """``inductor_seed --spare`` reads its one request like the worker; without CUDA the capture says so."""
+    import json
+    import subprocess
+    import sys
+
+    req, res, log = tmp_path / "req.json", tmp_path / "res.json", tmp_path / "log.txt"
+    req.write_text(json.dumps({"task_path": str(tmp_path / "missing.py"), "variant": "default"}))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kernelskill.runner.inductor_seed", "--spare"], stdin=subprocess.PIPE, text=True
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps([str(req), str(res), str(log), str(tmp_path)]) + "\n")
+    proc.stdin.close()
+    assert proc.wait(timeout=120) == 0
+    out = json.loads(res.read_text())
+    assert out["ok"] is False and out["error"]
