@@ -1,8 +1,10 @@
 """Run the optimizer over a task suite: one worker per GPU, resumable, summarized.
 
 Each task runs as its own ``kernelskill optimize`` process, in its own session (a crash or hang in
-one task never stops the suite), under a per-task wall-time limit: on timeout the task's process
-tree is killed and the task is recorded as ``timeout``. The eval directory (layout in
+one task never stops the suite), under a per-task wall-time limit. Each launch is told its
+deadline (``KERNELSKILL_DEADLINE``, :mod:`kernelskill.graph.deadline`, a little before the limit),
+so it caps its captures and stops optimizing in time to write its report; past the limit its
+process tree is killed and the task is recorded as ``timeout``. The eval directory (layout in
 :mod:`kernelskill.evals.suite`) makes the run resumable: a task whose ``report.json`` exists (or
 that timed out) is never re-run; a task with a run directory but no report resumes from its
 checkpoint. Ctrl-C stops the running tasks, writes a partial summary and prints the command that
@@ -26,6 +28,7 @@ from typing import Any
 
 from rich.console import Console
 
+from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
 
 from .metrics import task_row
@@ -105,9 +108,9 @@ class SubprocessLauncher:
             with self._lock:  # started under the lock: kill_all never misses a task that is starting
                 if self._closed:
                     return TaskExit(None, error="the eval was stopped before this task started")
-                proc = subprocess.Popen(
-                    job.cmd, stdout=log, stderr=subprocess.STDOUT, env=job.env, start_new_session=True
-                )
+                # the task wraps up by itself (report, best so far) a little before the hard limit
+                env = {**job.env, deadline.ENV: deadline.for_launch(job.timeout_s)}
+                proc = subprocess.Popen(job.cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
                 self._running[proc.pid] = proc
             timed_out = False
             try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from . import deadline
 from .state import State
 
 AfterReview = Literal["diagnoser", "feature_extractor", "__end__"]
@@ -30,7 +31,8 @@ def decide_after_review(state: State) -> tuple[AfterReview, str]:
 
     - a broken reference task ends the run;
     - a spent token or wall-time budget (``budget.max_tokens`` / ``max_wall_s``; ``elapsed_s`` is
-      written by the reviewer) ends it, even inside a repair chain;
+      written by the reviewer) ends it, even inside a repair chain; so does a launch deadline near
+      (``time_left_s``, written by the reviewer from :mod:`.deadline`, which the eval runner sets);
     - a failed candidate goes to the diagnoser while its repair budget lasts;
     - a correct candidate (or an abandoned one, when a correct best exists) goes on to the next
       round while the round budget lasts;
@@ -50,6 +52,9 @@ def decide_after_review(state: State) -> tuple[AfterReview, str]:
     elapsed = state.get("elapsed_s", 0.0)
     if budget.get("max_wall_s") and elapsed >= budget["max_wall_s"]:
         return "__end__", f"wall-time budget spent ({elapsed:.0f} s of {budget['max_wall_s']:g} s)"
+    late = deadline.stop_reason(state.get("time_left_s"))
+    if late:
+        return "__end__", late
     if status != "correct" and state.get("repairs", 0) < budget["max_repairs"]:
         return "diagnoser", ""
     if "best" not in state:

@@ -122,6 +122,7 @@ class State(TypedDict, total=False):
     parent: Best  # this round's parent (nodes/search.py)
     search_note: str  # how the parent was chosen
     elapsed_s: float  # seconds since ``started_at``, as of the latest review
+    time_left_s: float | None  # seconds to this launch's deadline (graph.deadline) at the latest review
     candidates: Annotated[list[Candidate], operator.add]
     """Every candidate produced, in order (appended)."""
     attempts: Annotated[list[Attempt], operator.add]

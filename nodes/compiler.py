@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
 from kernelskill.runner.sandbox import ChildFailure, run_child
 from kernelskill.runner.static_check import HEAVY_MODULES, HEAVY_OPS, forward_compute_ops
@@ -58,11 +59,22 @@ def is_compiler_seed(source: str) -> str | None:
     return m.group(1) if m else None
 
 
-def capture_variant(ctx: Context, task_path: str, variant: str, workdir: Path, tf32: bool = False) -> SeedOutcome:
-    """Capture one Inductor variant of the task in a child process (``tf32``: TF32 matmuls allowed)."""
+def capture_variant(
+    ctx: Context,
+    task_path: str,
+    variant: str,
+    workdir: Path,
+    tf32: bool = False,
+    reserve_s: float = deadline.REVIEW_RESERVE_S,
+) -> SeedOutcome:
+    """Capture one Inductor variant of the task in a child process (``tf32``: TF32 matmuls allowed).
+
+    Its time limit is ``Context.seed_timeout_s``, capped by the launch deadline minus ``reserve_s``.
+    """
     req = {"task_path": str(Path(task_path).resolve()), "variant": variant, "seed": ctx.seed, "tf32": tf32}
     name = f"seed_{variant}_tf32" if tf32 else f"seed_{variant}"
-    out = run_child("kernelskill.runner.inductor_seed", req, workdir, name, ctx.seed_timeout_s, spare=True)
+    limit = deadline.timeout(ctx.seed_timeout_s, reserve_s)
+    out = run_child("kernelskill.runner.inductor_seed", req, workdir, name, limit, spare=True)
     if isinstance(out, ChildFailure):
         what = "timed out" if out.status == "timeout" else "crashed"
         return SeedOutcome(variant, error=f"capture {what}: {out.digest}", wall_s=out.wall_s)

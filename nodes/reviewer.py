@@ -18,6 +18,7 @@ from typing import Any
 from langgraph.graph import END
 from langgraph.runtime import Runtime
 
+from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
 from kernelskill.graph.routing import decide_after_review, round_finished
 from kernelskill.graph.state import Attempt, Candidate, State, TrajectoryEntry
@@ -61,7 +62,7 @@ def _review(ctx: Context, state: State, cand: Candidate) -> ReviewResult:
         cand["source"],
         run_dir(ctx) / "candidates",
         candidate_id=cand["id"],
-        timeout_s=ctx.review_timeout_s,
+        timeout_s=deadline.timeout(ctx.review_timeout_s, 0.0),
         device=ctx.device,
         seed=ctx.seed,
         trials=ctx.correctness_trials,
@@ -151,6 +152,7 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             record_round(run_dir(ctx), state, review, improved)
     if "started_at" in state:
         update["elapsed_s"] = round(time.time() - state["started_at"], 3)
+    update["time_left_s"] = deadline.left()
     nxt, reason = decide_after_review(merged(state, update))
     if nxt == END:
         update["stop_reason"] = reason

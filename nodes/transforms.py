@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
 from kernelskill.runner.dot_precision import applied_precision, count_exact_dots, precision_variants, with_precision
 from kernelskill.runner.inductor_seed import TUNED
@@ -131,9 +132,10 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
         # Inductor's autotuning chooses its tiles for tensor-core products; the parent's precision
         # is then written back into the fresh capture's dots.
         precision = applied_precision(base)
-        outcome = capture_variant(ctx, task_path, TUNED[variant], workdir, tf32=precision is not None)
+        reserve = deadline.ROUND_RESERVE_S / 2  # the recapture's own review
+        outcome = capture_variant(ctx, task_path, TUNED[variant], workdir, precision is not None, reserve)
         if not outcome.ok and precision:
-            outcome = capture_variant(ctx, task_path, TUNED[variant], workdir)
+            outcome = capture_variant(ctx, task_path, TUNED[variant], workdir, reserve_s=reserve)
         if not outcome.ok:
             return [], [], outcome.note()
         new, note = outcome.source, f"autotune_sweep: {outcome.note()}"

@@ -285,7 +285,7 @@ def test_autotune_sweep_on_a_compiler_seed_recaptures_the_tuned_variant(tmp_path
 
     calls = []
 
-    def fake_capture(ctx, task_path, variant, workdir, tf32=False):
+    def fake_capture(ctx, task_path, variant, workdir, tf32=False, reserve_s=0.0):
         calls.append(variant if not tf32 else f"{variant}+tf32")
         return SeedOutcome(variant, source=f'"""kernelskill compiler seed for t: x (variant {variant!r}), ..."""\n')
 

@@ -50,3 +50,15 @@ def test_repair_then_plan_then_optimize(tmp_path, task_path, candidate):
     assert sum(t["input_tokens"] for t in state["tokens"]) > 0
     nodes = [json.loads(line)["node"] for line in (run.dir / "events.jsonl").read_text().splitlines()]
     assert set(nodes) == {"generator", "reviewer", "diagnoser", "feature_extractor", "planner", "optimizer"}
+
+
+def test_a_launch_deadline_ends_the_run_cleanly_with_its_best(tmp_path, task_path, candidate, monkeypatch):
+    from kernelskill.graph import deadline
+
+    monkeypatch.setenv(deadline.ENV, str(__import__("time").time() + deadline.ROUND_RESERVE_S - 1))
+    rules = [{"role": "generator", "reply": fenced(candidate("good"))}]
+    run, state = run_with(tmp_path, task_path, rules, max_rounds=3)
+    assert "time limit of this launch near" in state["stop_reason"]
+    assert state["best"]["candidate"]["id"] == state["trajectory"][0]["candidate_id"]
+    assert state["time_left_s"] < deadline.ROUND_RESERVE_S - 1
+    assert (run.dir / "report.json").exists()
