@@ -8,7 +8,8 @@ process tree is killed and the task is recorded as ``timeout``. The eval directo
 :mod:`kernelskill.evals.suite`) makes the run resumable: a task whose ``report.json`` exists (or
 that timed out) is never re-run; a task with a run directory but no report resumes from its
 checkpoint. Ctrl-C stops the running tasks, writes a partial summary and prints the command that
-resumes the run.
+resumes the run. With several GPU workers each gets its own share of the CPU cores
+(``KERNELSKILL_CPUS``): a task's compile pool then never competes with another GPU's timing loop.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from rich.console import Console
 
 from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
+from kernelskill.runner.env import CPUS_ENV, cpu_shares
 
 from .metrics import task_row
 from .report import rebuild, summary_markdown
@@ -200,8 +202,11 @@ def context_flags(ctx: Context) -> list[str]:
     return flags
 
 
-def task_job(spec: TaskSpec, runs: Path, gpu: str, ctx: Context, timeout_s: float) -> TaskJob:
-    """The launch of one task: ``optimize`` the first time, ``resume`` when its run directory exists."""
+def task_job(spec: TaskSpec, runs: Path, gpu: str, ctx: Context, timeout_s: float, cpus: Sequence[int] = ()) -> TaskJob:
+    """The launch of one task: ``optimize`` the first time, ``resume`` when its run directory exists.
+
+    ``cpus``: this GPU worker's share of the cores (``KERNELSKILL_CPUS``; see ``runner.env``).
+    """
     run_dir = runs / spec.key
     cmd = [sys.executable, "-m", "kernelskill.cli"]
     if (run_dir / "run.json").exists():
@@ -211,6 +216,8 @@ def task_job(spec: TaskSpec, runs: Path, gpu: str, ctx: Context, timeout_s: floa
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if gpu:
         env["CUDA_VISIBLE_DEVICES"] = gpu
+    if cpus:
+        env[CPUS_ENV] = ",".join(map(str, cpus))
     return TaskJob(spec, run_dir, cmd, env, timeout_s)
 
 
@@ -381,6 +388,7 @@ def run_eval(
     hint = resume_command(levels, tasks_dir, limit, gpus, ctx, task_timeout_s, out)
     launcher = launch or SubprocessLauncher()
     workers = [g.strip() for g in gpus.split(",") if g.strip()] or [""]
+    shares = dict(zip(workers, cpu_shares(len(workers)), strict=True))
     todo: queue.Queue[TaskSpec] = queue.Queue()
     stop = threading.Event()
     started = time.time()
@@ -414,7 +422,7 @@ def run_eval(
                     spec = todo.get_nowait()
                 except queue.Empty:
                     return
-                job = task_job(spec, runs, gpu, ctx, task_timeout_s)
+                job = task_job(spec, runs, gpu, ctx, task_timeout_s, shares[gpu])
                 try:
                     result = launcher(job)
                 except Exception as e:  # a launcher failure is this task's error, not the suite's

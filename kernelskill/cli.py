@@ -44,7 +44,10 @@ class Progress:
 
 def _run(run: Any, resume: bool) -> None:
     from kernelskill.report import build_report, render_markdown
+    from kernelskill.runner.env import apply_cpu_share
     from kernelskill.runs import execute
+
+    apply_cpu_share()  # set by the eval runner when several GPU workers share this machine
 
     console.print(f"thread id: [bold]{run.thread_id}[/]  (run dir {run.dir})")
     console.print(f"resume with: kernelskill resume {run.thread_id}")

@@ -14,3 +14,39 @@ def cuda_available() -> bool:
         return bool(torch.cuda.is_available())
     except Exception:  # a broken torch install means no CUDA here
         return False
+
+
+CPUS_ENV = "KERNELSKILL_CPUS"
+
+
+def cpu_shares(workers: int) -> list[list[int]]:
+    """This process's CPUs split into ``workers`` contiguous shares ([] each when not possible)."""
+    import os
+
+    if workers < 2 or not hasattr(os, "sched_getaffinity"):
+        return [[] for _ in range(workers)]
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2 * workers:  # too few to split usefully
+        return [[] for _ in range(workers)]
+    size = len(cpus) // workers
+    return [cpus[i * size : (i + 1) * size] for i in range(workers)]
+
+
+def apply_cpu_share() -> list[int]:
+    """Pin this process (and so every child it starts) to the CPUs in ``KERNELSKILL_CPUS``.
+
+    The eval runner gives each GPU worker its own share of the cores, so one task's compile pool
+    (TorchInductor uses up to 32 processes, sized by the CPUs it may use) does not slow the other
+    GPU's timing loop. Returns the CPUs applied ([] when unset or not possible).
+    """
+    import os
+
+    raw = os.environ.get(CPUS_ENV, "").strip()
+    if not raw or not hasattr(os, "sched_setaffinity"):
+        return []
+    try:
+        cpus = [int(c) for c in raw.split(",") if c.strip()]
+        os.sched_setaffinity(0, cpus)
+    except (ValueError, OSError):
+        return []
+    return cpus

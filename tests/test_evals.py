@@ -488,3 +488,29 @@ def test_tf32_successes_are_named_in_the_notes():
     notes = summarize([_blank_row() | r for r in rows])["notes"]
     assert any(n.startswith("1 success(es) multiply fp32 tiles in TF32") for n in notes)
     assert not any("TF32" in n for n in summarize([_blank_row() | rows[1]])["notes"])
+
+
+def test_gpu_workers_get_disjoint_cpu_shares(monkeypatch, tmp_path):
+    import subprocess
+
+    from kernelskill.evals.runner import task_job
+    from kernelskill.graph.context import Context
+    from kernelskill.runner import env
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(32)), raising=False)
+    a, b = env.cpu_shares(2)
+    assert a == list(range(16)) and b == list(range(16, 32))
+    assert env.cpu_shares(1) == [[]]  # one worker keeps the whole machine
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert env.cpu_shares(2) == [[], []]  # too few cores to split
+    job = task_job(TaskSpec(1, Path("t.py")), tmp_path, "1", Context(), 60.0, [4, 5])
+    assert job.env[env.CPUS_ENV] == "4,5" and job.env["CUDA_VISIBLE_DEVICES"] == "1"
+    assert env.CPUS_ENV not in task_job(TaskSpec(1, Path("t.py")), tmp_path, "", Context(), 60.0).env
+    code = (
+        "from kernelskill.runner.env import apply_cpu_share; import os; "
+        "print(apply_cpu_share(), sorted(os.sched_getaffinity(0)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={**os.environ, env.CPUS_ENV: "0"}, capture_output=True, text=True
+    )
+    assert out.stdout.split() == ["[0]", "[0]"], out.stderr  # pinned, and what it starts inherits it
