@@ -356,6 +356,7 @@ def run_eval(
     price_in: float | None = None,
     price_out: float | None = None,
     launch: Launch | None = None,
+    retry_timeouts: bool = False,
 ) -> dict[str, Any]:
     """Run every unfinished task of the suite, then write summary.json, summary.md and the plots.
 
@@ -371,6 +372,8 @@ def run_eval(
         price_in: USD per 1M input tokens, for the cost estimate (saved in eval.json).
         price_out: USD per 1M output tokens.
         launch: runs one task job; default :class:`SubprocessLauncher`.
+        retry_timeouts: run the tasks that timed out in an earlier session again (they resume from
+            their checkpoint with a fresh limit); by default a timeout is final.
 
     Returns:
         The summary, with ``"interrupted": True`` when Ctrl-C stopped the run.
@@ -398,7 +401,7 @@ def run_eval(
         finished, unusable = 0, 0
         for spec in specs:
             run_dir = runs / spec.key
-            if is_finished(run_dir):
+            if is_finished(run_dir, retry_timeouts):
                 finished += 1
                 continue
             reason = check_task_file(spec.path)

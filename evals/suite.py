@@ -150,6 +150,11 @@ def meta_tasks(specs: list[TaskSpec]) -> list[dict[str, Any]]:
     return [{"key": s.key, "level": s.level, "path": str(s.path)} for s in specs]
 
 
-def is_finished(run_dir: Path) -> bool:
-    """A task that is never re-run: it wrote its report, or it used up its wall-time limit."""
-    return (run_dir / REPORT).exists() or read_json(run_dir / TASK_RECORD).get("status") == "timeout"
+def is_finished(run_dir: Path, retry_timeouts: bool = False) -> bool:
+    """A task that is not re-run: it wrote its report, or it used up its wall-time limit.
+
+    With ``retry_timeouts`` a timed-out task runs again (from its checkpoint, with a fresh limit).
+    """
+    if (run_dir / REPORT).exists():
+        return True
+    return not retry_timeouts and read_json(run_dir / TASK_RECORD).get("status") == "timeout"

@@ -48,6 +48,9 @@ def eval_cmd(
     ] = 3600.0,
     price_in: PriceIn = None,
     price_out: PriceOut = None,
+    retry_timeouts: Annotated[
+        bool, typer.Option(help="Run tasks that timed out before again (from their checkpoint, fresh limit).")
+    ] = False,
 ) -> None:
     """Run the optimizer over a task suite and summarize (resumable: `--out DIR` again skips finished tasks)."""
     if typer_ctx.invoked_subcommand is not None:
@@ -76,6 +79,7 @@ def eval_cmd(
             task_timeout_s=task_timeout,
             price_in=price_in,
             price_out=price_out,
+            retry_timeouts=retry_timeouts,
         )
     except ValueError as e:
         console.print(f"[red]{e}[/]")

@@ -286,6 +286,12 @@ def test_timeout_is_recorded_and_not_rerun(tmp_path):
     launcher = FakeLauncher()
     run_eval([1], tasks, 0, "", out, Context(scripted="s.json"), quiet(), launch=launcher)
     assert launcher.jobs == []
+    retried = FakeLauncher()  # e.g. after raising --task-timeout: resumed from its checkpoint
+    summary = run_eval([1], tasks, 0, "", out, Context(scripted="s.json"), quiet(), launch=retried, retry_timeouts=True)
+    assert [j.spec.key for j in retried.jobs] == ["L1-slow"] and summary["rows"][0]["status"] != "timeout"
+    again = FakeLauncher()
+    run_eval([1], tasks, 0, "", out, Context(scripted="s.json"), quiet(), launch=again, retry_timeouts=True)
+    assert again.jobs == []  # it has a report now
 
 
 def test_subprocess_launcher_kills_the_whole_tree_on_timeout(tmp_path):

@@ -135,3 +135,23 @@ def test_capture_child_serves_one_request_as_a_spare(tmp_path):
     assert proc.wait(timeout=120) == 0
     out = json.loads(res.read_text())
     assert out["ok"] is False and out["error"]
+
+
+@pytest.mark.parametrize("interpret", ["1", ""])
+def test_spares_warm_inductor_only_where_compiler_seeds_run(interpret):
+    """Without CUDA, or with the Triton interpreter, a spare imports torch and nothing more."""
+    import os
+    import subprocess
+    import sys
+
+    import torch
+
+    code = (
+        "import sys; from kernelskill.runner.sandbox import warm_cuda_imports; "
+        "warm_cuda_imports(('torch._inductor.select_algorithm',)); "
+        "print('torch' in sys.modules, 'torch._inductor.select_algorithm' in sys.modules)"
+    )
+    env = {**os.environ, "TRITON_INTERPRET": interpret}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    warmed = interpret != "1" and torch.cuda.is_available()
+    assert out.stdout.split() == ["True", str(warmed)], out.stderr
