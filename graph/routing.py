@@ -33,7 +33,8 @@ def decide_after_review(state: State) -> tuple[AfterReview, str]:
     - a spent token or wall-time budget (``budget.max_tokens`` / ``max_wall_s``; ``elapsed_s`` is
       written by the reviewer) ends it, even inside a repair chain; so does a launch deadline near
       (``time_left_s``, written by the reviewer from :mod:`.deadline`, which the eval runner sets);
-    - a failed candidate goes to the diagnoser while its repair budget lasts;
+    - a failed candidate goes to the diagnoser while its repair budget lasts (offline, only when a
+      deterministic repair applies: ``repairable``, written by the reviewer);
     - a correct candidate (or an abandoned one, when a correct best exists) goes on to the next
       round while the round budget lasts;
     - the best reaching ``budget.target_sol_pct`` % of speed-of-light, or ``budget.patience``
@@ -55,10 +56,11 @@ def decide_after_review(state: State) -> tuple[AfterReview, str]:
     late = deadline.stop_reason(state.get("time_left_s"))
     if late:
         return "__end__", late
-    if status != "correct" and state.get("repairs", 0) < budget["max_repairs"]:
+    repairs = state.get("repairs", 0)
+    if status != "correct" and repairs < budget["max_repairs"] and state.get("repairable", True):
         return "diagnoser", ""
     if "best" not in state:
-        return "__end__", f"no correct candidate after {budget['max_repairs']} repairs of the seed"
+        return "__end__", f"no correct candidate after {repairs} repair(s) of the seed"
     sol = (state["best"]["review"].get("metrics") or {}).get("sol_pct")
     if budget.get("target_sol_pct") and sol is not None and sol >= budget["target_sol_pct"]:
         return "__end__", f"speed-of-light target reached (best at {sol:.1f}% >= {budget['target_sol_pct']:g}%)"
@@ -80,7 +82,7 @@ def round_finished(state: State) -> bool:
     review = state["review"]
     if review["status"] == "correct":
         return True
-    return state.get("repairs", 0) >= state["budget"]["max_repairs"]
+    return state.get("repairs", 0) >= state["budget"]["max_repairs"] or not state.get("repairable", True)
 
 
 def route_after_planner(state: State) -> AfterPlanner:

@@ -123,6 +123,7 @@ class State(TypedDict, total=False):
     search_note: str  # how the parent was chosen
     elapsed_s: float  # seconds since ``started_at``, as of the latest review
     time_left_s: float | None  # seconds to this launch's deadline (graph.deadline) at the latest review
+    repairable: bool  # offline: a deterministic repair applies to a failed candidate of this round
     candidates: Annotated[list[Candidate], operator.add]
     """Every candidate produced, in order (appended)."""
     attempts: Annotated[list[Attempt], operator.add]

@@ -1,4 +1,9 @@
-"""diagnoser: read the failure and the short-term history, write a repaired candidate."""
+"""diagnoser: read the failure and the short-term history, write a repaired candidate.
+
+With a model, the model diagnoses and rewrites. Offline (no model) the repairs are deterministic
+(:func:`offline_repair`): today one, ``compensated_dot`` (``runner/accumulation.py``) for a
+candidate whose output was wrong and whose exact-fp32 ``tl.dot`` loop sums its K blocks in sequence.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,8 @@ from langgraph.runtime import Runtime
 
 from kernelskill.graph.context import Context
 from kernelskill.graph.memory import failure_history
-from kernelskill.graph.state import State
+from kernelskill.graph.state import Candidate, State
+from kernelskill.runner.accumulation import compensated
 from kernelskill.skills_kb.retrieve import cards_text, retrieve
 
 from .candidates import make_candidate
@@ -20,6 +26,8 @@ from .verdicts import DiagnoserVerdict, diagnoser_code, diagnoser_from_text
 def diagnoser(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Node: one repair attempt on the current (failed) candidate."""
     ctx = runtime.context or Context()
+    if state.get("engine") == "offline":
+        return offline_repair(state)
     cand, review = state["current"], state["review"]
     repair = state.get("repairs", 0) + 1
     cards = retrieve(f"fix {review['status']}: {review.get('error_digest', '')}", k=2, db_dir=ctx.skills_db)
@@ -50,3 +58,57 @@ def diagnoser(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     new = make_candidate(state, source, "diagnoser", cand["id"], state.get("round", 0), note[:300])
     new["verdict"] = verdict.model_dump(exclude={"code"})
     return {"current": new, "candidates": [new], "repairs": repair, "tokens": [usage]}
+
+
+def _offline_target(state: State) -> tuple[Candidate, str, int] | None:
+    """The candidate of this round a deterministic repair applies to, its repair and the loop count.
+
+    Wrong outputs only, the current candidate first, each candidate repaired once.
+    """
+    rnd = state.get("round", 0)
+    cands = state.get("candidates", [])
+    by_id = {c["id"]: c for c in cands}
+    repaired = {c["parent_id"] for c in cands if c["origin"] == "diagnoser"}
+    wrong = [
+        a["candidate_id"]
+        for a in state.get("attempts", [])
+        if a["round"] == rnd and a["status"] == "wrong_output" and a["candidate_id"] not in repaired
+    ]
+    current = state.get("current", {}).get("id")
+    for cid in sorted(dict.fromkeys(wrong), key=lambda c: c != current):
+        cand = by_id.get(cid)
+        if cand is not None:
+            source, n = compensated(cand["source"])
+            if n:
+                return cand, source, n
+    return None
+
+
+def offline_repairable(state: State) -> bool:
+    """True when :func:`offline_repair` has something to repair (the reviewer records it for the router)."""
+    return _offline_target(state) is not None
+
+
+def offline_repair(state: State) -> dict[str, Any]:
+    """Offline: a deterministic repair of a candidate of this round whose output was wrong.
+
+    The current candidate comes first, then the other seeds reviewed with it (a library seed may be
+    the current one while the Triton seed is the one that missed the tolerance). The router only
+    comes here when one applies (``repairable``); should none, the new candidate has no code and
+    says so, and the reviewer fails it without running it.
+    """
+    rnd = state.get("round", 0)
+    repair = state.get("repairs", 0) + 1
+    target = _offline_target(state)
+    if target is None:
+        note = f"offline: no deterministic repair for {state['review']['status']}"
+        new = make_candidate(state, "", "diagnoser", state["current"]["id"], rnd, note)
+        return {"current": new, "candidates": [new], "repairs": repair}
+    cand, source, n = target
+    note = f"offline repair {repair} of {cand['id']}: compensated_dot (Kahan sum over the K blocks, {n} loop(s))"
+    new = make_candidate(state, source, "diagnoser", cand["id"], rnd, note)
+    new["verdict"] = {
+        "root_cause": "accumulation error: the fp32 tl.dot loop adds its K blocks in sequence",
+        "fix_plan": "carry each addition's rounding into the next block (Kahan summation)",
+    }
+    return {"current": new, "candidates": [new], "repairs": repair}

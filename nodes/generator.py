@@ -21,6 +21,8 @@ from .compiler import SeedOutcome, compiler_seeds
 from .llm import ask, call_index
 from .prompting import render
 
+OFFLINE_REPAIRS = 1  # one deterministic repair per candidate (compensated accumulation)
+
 
 def load_task(path: str) -> Task:
     """Read a task file (the reviewer validates it; here only its text is needed)."""
@@ -77,7 +79,7 @@ def generator(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
     With a model: ``Context.seeds`` seeds from the model, plus (on CUDA, ``compiler_seed``) the
     compiler seeds, which the model also sees as its starting point. Offline: the compiler seeds
-    alone, and no repairs (the diagnoser needs a model).
+    alone, and at most ``OFFLINE_REPAIRS`` deterministic repair per candidate.
     """
     ctx = runtime.context or Context()
     task = load_task(state["task_path"])
@@ -99,8 +101,8 @@ def generator(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         reasons = "; ".join(c.note() for c in compiled) or "no compiler seed was attempted"
         seeds.append(make_candidate({"candidates": []}, "", "compiler", None, 0, reasons[:600]))
     budget = ctx.budget()
-    if engine == "offline":
-        budget["max_repairs"] = 0
+    if engine == "offline":  # deterministic repairs only (nodes.diagnoser.offline_repair)
+        budget["max_repairs"] = min(budget["max_repairs"], OFFLINE_REPAIRS)
     return {
         "task": task,
         "budget": budget,

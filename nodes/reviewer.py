@@ -26,6 +26,7 @@ from kernelskill.runner.result import ReviewResult, failure
 from kernelskill.runner.sandbox import run_review
 
 from .candidates import run_dir
+from .diagnoser import offline_repairable
 from .search import update_parents
 
 IMPROVEMENT = 0.02
@@ -122,6 +123,8 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 Attempt(candidate_id=extra["id"], round=rnd, status=r["status"], error_digest=r.get("error_digest", ""))
             )
             admit(extra, r)
+    if state.get("engine") == "offline" and review["status"] != "correct":
+        update["repairable"] = offline_repairable(merged(state, update))
     if round_finished(merged(state, update)):
         plan = state.get("plan") if rnd > 0 else None
         skill = plan["skill_id"] if plan else None

@@ -63,3 +63,20 @@ def test_dot_precision_and_its_tf32_recapture_on_a_linear_layer(tmp_path):
     assert not problem and "dots kept at tf32x3" in note and applied_precision(tuned) == "tf32x3"
     assert "TF32 matmuls" in tuned[:600]
     assert run_review(task, tuned, tmp_path, "tuned", device="cuda")["status"] == "correct"
+
+
+def test_compensated_repair_of_a_long_mat_vec(tmp_path):
+    """Session 3: Inductor's Triton GEMV (16384-long rows) was 6e-4 from float64 where the reference was
+    3e-5. The offline diagnoser's compensated_dot repair (Kahan over the K blocks) should pass."""
+    from kernelskill.runner.accumulation import compensated
+
+    task = TASKS / "level1" / "05_matrix_vector_multiply.py"
+    seeds = compiler_seeds(Context(), str(task), tmp_path / "seeds")
+    triton_seed = next(s for s in seeds if s.variant == "triton")
+    assert triton_seed.ok, triton_seed.error
+    repaired, n = compensated(triton_seed.source)
+    assert n >= 1
+    plain = run_review(task, triton_seed.source, tmp_path, "plain", device="cuda")
+    kahan = run_review(task, repaired, tmp_path, "kahan", device="cuda")
+    assert kahan["status"] == "correct", (kahan.get("error_digest"), plain["status"])
+    assert kahan["custom_kernel"] and kahan["runtime_ms"] < 2 * plain.get("runtime_ms", kahan["runtime_ms"])

@@ -31,7 +31,7 @@ def test_offline_graph_applies_deterministic_skills(tmp_path, monkeypatch, task_
     )
     ctx = Context(max_rounds=2)
     state = execute(new_run(task_path, ctx, root=tmp_path / "runs"))
-    assert state["engine"] == "offline" and state["budget"]["max_repairs"] == 0
+    assert state["engine"] == "offline" and state["budget"]["max_repairs"] == 1  # deterministic repairs only
     first = state["candidates"][0]
     assert first["origin"] == "compiler" and first["id"] == "r0-compiler-0"
     assert state["best"]["review"]["status"] == "correct"
