@@ -2,7 +2,8 @@
 
 With a model, the model diagnoses and rewrites. Offline (no model) the repairs are deterministic
 (:func:`offline_repair`): today one, ``compensated_dot`` (``runner/accumulation.py``) for a
-candidate whose output was wrong and whose exact-fp32 ``tl.dot`` loop sums its K blocks in sequence.
+candidate whose output was wrong and whose fp32 ``tl.dot`` loop (``ieee`` or ``tf32x3`` products)
+adds its K blocks in sequence.
 """
 
 from __future__ import annotations

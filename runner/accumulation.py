@@ -10,9 +10,10 @@ This rewrite keeps a compensation tile per accumulator (Kahan summation): each b
 computed on its own, and the rounding lost when adding it to the accumulator is carried into the
 next block, so the sum over blocks is nearly exact and only the error inside one block's product
 remains. It costs three tile additions per block: nothing on a memory-bound loop, a few percent on
-a compute-bound one. Only exact fp32 products (``ieee``) are rewritten: a TF32 product's error is in
-its rounded inputs, which no summation order recovers. Plain Python source and kernels passed as
-strings to ``async_compile.triton`` (TorchInductor's modules) are handled alike, line by line.
+a compute-bound one. Only products near fp32 accuracy (``ieee``, ``tf32x3``) are rewritten: a plain
+TF32 product's error is in its rounded inputs, which no summation order recovers. Plain Python
+source and kernels passed as strings to ``async_compile.triton`` (TorchInductor's modules) are
+handled alike, line by line.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import re
 
 from .dot_precision import _fp32_dots, _unquoted
 
+COMPENSABLE = ("ieee", "tf32x3")  # products near fp32 accuracy: their error is in the summation
 _STMT = re.compile(r"^(?P<ind>[ \t]*)(?P<acc>[A-Za-z_]\w*)\s*\+=\s*(?P<dot>tl\.dot\(.*\))\s*(#.*)?$")
 _LOOP = re.compile(r"^[ \t]*(for|while)\b.*:\s*(#.*)?$")
 
@@ -66,13 +68,13 @@ def _site(lines: list[str], i: int, acc: str) -> int | None:
 
 
 def compensable(source: str) -> int:
-    """How many ``acc += tl.dot(...)`` loop statements over exact fp32 products could be compensated."""
+    """How many ``acc += tl.dot(...)`` loop statements over near-fp32 products could be compensated."""
     return compensated(source)[1]
 
 
 def compensated(source: str) -> tuple[str, int]:
     """``source`` with every compensable accumulation rewritten (Kahan), and how many were."""
-    exact = {(s, e) for s, e, _, p in _fp32_dots(source) if p == "ieee"}
+    exact = {(s, e) for s, e, _, p in _fp32_dots(source) if p in COMPENSABLE}
     if not exact:
         return source, 0
     starts = {s for s, _ in exact}
