@@ -99,6 +99,7 @@ def task_row(spec: TaskSpec, run_dir: Path) -> dict[str, Any]:
         "output_tokens": 0,
         "wall_s": record.get("wall_s"),
         "attempts": record.get("attempts", 0),
+        "repaired": False,
     }
     report = read_json(run_dir / REPORT)
     if report:
@@ -124,6 +125,7 @@ def task_row(spec: TaskSpec, run_dir: Path) -> dict[str, Any]:
             stop_reason=report.get("stop_reason"),
             input_tokens=int(total.get("input_tokens", 0)),
             output_tokens=int(total.get("output_tokens", 0)),
+            repaired=any(e.get("repairs") and e.get("outcome") == "correct" for e in trajectory),
         )
     elif record.get("status") in ("timeout", "error", "exited"):
         row["status"] = "timeout" if record["status"] == "timeout" else "error"
@@ -191,6 +193,12 @@ def summarize(rows: list[dict[str, Any]], prices: dict[str, float | None] | None
         notes.append(
             f"{tf32} success(es) multiply fp32 tiles in TF32 (label tf32_dot): within the tolerance, "
             "not fp32-exact products; torch.compile's baseline keeps fp32 (allow_tf32 off)"
+        )
+    repaired = sum(1 for r in successes if r.get("repaired"))
+    if repaired:
+        notes.append(
+            f"{repaired} success(es) had a round that passed only after a repair (a model's, or offline the "
+            "compensated_dot rewrite: Kahan sum over a tl.dot loop's K blocks)"
         )
     if count["timeout"] or count["error"]:
         notes.append("tokens and cost count only tasks that wrote a report (timeouts and errors are not included)")

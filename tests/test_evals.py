@@ -496,6 +496,13 @@ def test_tf32_successes_are_named_in_the_notes():
     assert not any("TF32" in n for n in summarize([_blank_row() | rows[1]])["notes"])
 
 
+def test_repaired_successes_are_named_in_the_notes():
+    ok = {"status": "success", "labels": [], "speedup_vs_eager": 1.0, "timing_kind": "cuda_events"}
+    notes = summarize([_blank_row() | ok | {"repaired": True}, _blank_row() | ok])["notes"]
+    assert any(n.startswith("1 success(es) had a round that passed only after a repair") for n in notes)
+    assert not any("repair" in n for n in summarize([_blank_row() | ok])["notes"])
+
+
 def test_gpu_workers_get_disjoint_cpu_shares(monkeypatch, tmp_path):
     import subprocess
 
