@@ -23,7 +23,7 @@ import re
 from .dot_precision import _fp32_dots, _unquoted
 
 COMPENSABLE = ("ieee", "tf32x3")  # products near fp32 accuracy: their error is in the summation
-_STMT = re.compile(r"^(?P<ind>[ \t]*)(?P<acc>[A-Za-z_]\w*)\s*\+=\s*(?P<dot>tl\.dot\(.*\))\s*(#.*)?$")
+_STMT = re.compile(r"^(?P<ind>[ \t]*)(?P<acc>[A-Za-z_]\w*)\s*\+=\s*(?P<dot>tl\.dot\()")
 _LOOP = re.compile(r"^[ \t]*(for|while)\b.*:\s*(#.*)?$")
 
 
@@ -77,7 +77,7 @@ def compensated(source: str) -> tuple[str, int]:
     exact = {(s, e) for s, e, _, p in _fp32_dots(source) if p in COMPENSABLE}
     if not exact:
         return source, 0
-    starts = {s for s, _ in exact}
+    ends = dict(exact)  # start -> end of each call
     lines = source.split("\n")
     offsets, pos = [], 0
     for line in lines:
@@ -88,8 +88,15 @@ def compensated(source: str) -> tuple[str, int]:
     count = 0
     for i, line in enumerate(lines):
         m = _STMT.match(line)
-        if not m or offsets[i] + m.start("dot") not in starts or not _balanced(m["dot"]):
+        if m is None:
             continue
+        start = offsets[i] + m.start("dot")
+        if start not in ends or ends[start] > offsets[i] + len(line):
+            continue  # not an fp32 dot to compensate, or a call continued on the next lines
+        dot = source[start : ends[start]]
+        rest = source[ends[start] : offsets[i] + len(line)].strip()
+        if rest and not rest.startswith("#"):
+            continue  # more after the call on this line (e.g. ``acc += tl.dot(a, b) * s``)
         acc, pad = m["acc"], m["ind"]
         kc, kp, kt = f"{acc}_kc", f"{acc}_kp", f"{acc}_kt"
         if any(re.search(rf"\b{n}\b", source) for n in (kc, kp, kt)):
@@ -100,7 +107,7 @@ def compensated(source: str) -> tuple[str, int]:
         init_pad = lines[j][: _indent(lines[j])]
         after.setdefault(j, []).append(f"{init_pad}{kc} = tl.zeros_like({acc})  # Kahan compensation")
         out[i] = [
-            f"{pad}{kp} = {m['dot']} - {kc}  # compensated_dot: Kahan sum over the K blocks",
+            f"{pad}{kp} = {dot} - {kc}  # compensated_dot: Kahan sum over the K blocks",
             f"{pad}{kt} = {acc} + {kp}",
             f"{pad}{kc} = ({kt} - {acc}) - {kp}",
             f"{pad}{acc} = {kt}",

@@ -51,6 +51,12 @@ def test_tf32_products_and_lone_dots_are_left_alone():
         "acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)", "acc = tl.zeros(\n        (BLOCK, BLOCK), dtype=tl.float32)"
     )
     assert compensable(GEMM) == 1 and compensable(multi_line_init) == 0
+    line = 'acc += tl.dot(a, b, input_precision="ieee")'
+    commented = GEMM.replace(line, line + "  # (K block)")
+    assert 'acc_kp = tl.dot(a, b, input_precision="ieee") - acc_kc  #' in compensated(commented)[0]
+    scaled = GEMM.replace(line, line + " * 0.5")
+    split = GEMM.replace(line, 'acc += tl.dot(a, b,\n                      input_precision="ieee")')
+    assert compensable(scaled) == 0 and compensable(split) == 0
 
 
 def _load(tmp_path, name, source):
