@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .sandbox import serve_as_spare, warm_cuda_imports
+from .sandbox import request_paths
 from .static_check import HEAVY_LIBRARY_OPS, library_calls
 
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -416,19 +416,13 @@ def build(req: dict[str, Any]) -> dict[str, Any]:
 WARM_IMPORTS = ("torch._dynamo", "torch._inductor.compile_fx", "torch._inductor.select_algorithm")
 
 
-def _warm() -> None:
-    warm_cuda_imports(WARM_IMPORTS)
-
-
 def main(argv: list[str]) -> int:
-    """Entry point: read the request, write the result (``--spare``: see ``sandbox.serve_as_spare``)."""
-    if argv[1:] == ["--spare"]:
-        paths = serve_as_spare(_warm)
-        if paths is None:
-            return 0
-        argv = [argv[0], *paths]
-    req = json.loads(Path(argv[1]).read_text())
-    Path(argv[2]).write_text(json.dumps(build(req), default=str))
+    """Entry point: read the request, write the result (``--spare``: see ``sandbox.request_paths``)."""
+    paths = request_paths(argv, WARM_IMPORTS)
+    if paths is None:  # a spare whose parent went away
+        return 0
+    req = json.loads(Path(paths[0]).read_text())
+    Path(paths[1]).write_text(json.dumps(build(req), default=str))
     return 0
 
 

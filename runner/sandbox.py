@@ -28,7 +28,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -251,15 +250,18 @@ class _Spares:
 SPARES = _Spares()
 
 
-def serve_as_spare(warm: Callable[[], None]) -> tuple[str, str] | None:
-    """A child's ``--spare`` mode: ``warm()`` (imports), then wait for one request line on stdin.
+def request_paths(argv: list[str], warm_modules: tuple[str, ...]) -> tuple[str, str] | None:
+    """A child module's request and result paths: ``argv[1:3]``, or, with ``--spare``, from stdin.
 
-    The line is ``[request path, result path, log path, working directory]``; the log file replaces
-    stdout and stderr. Returns the request and result paths; None when stdin closes first (the
-    parent went away). A failure in ``warm`` is ignored: the request then pays the imports itself.
+    ``--spare``: import ``warm_modules`` (:func:`warm_cuda_imports`), then wait for one request line
+    ``[request path, result path, log path, working directory]``; the log file replaces stdout and
+    stderr. None when stdin closes first (the parent went away). A failed import is ignored: the
+    request then pays for it itself.
     """
+    if argv[1:] != ["--spare"]:
+        return argv[1], argv[2]
     try:
-        warm()
+        warm_cuda_imports(warm_modules)
     except Exception:  # noqa: BLE001, S110 - best effort by design
         pass
     line = sys.stdin.readline()

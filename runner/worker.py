@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .result import ReviewResult, failure
-from .sandbox import serve_as_spare, warm_cuda_imports
+from .sandbox import request_paths
 
 DEFAULT_TOL = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)}  # (atol, rtol)
 
@@ -589,18 +589,12 @@ WARM_IMPORTS = (
 )
 
 
-def _warm() -> None:
-    warm_cuda_imports(WARM_IMPORTS)
-
-
 def main(argv: list[str]) -> int:
     """Entry point: read the request, write the result; exit 0 unless the process itself broke."""
-    if argv[1:] == ["--spare"]:
-        paths = serve_as_spare(_warm)
-        if paths is None:
-            return 0
-        argv = [argv[0], *paths]
-    req_path, res_path = argv[1], argv[2]
+    paths = request_paths(argv, WARM_IMPORTS)
+    if paths is None:  # a spare whose parent went away
+        return 0
+    req_path, res_path = paths
     req = json.loads(Path(req_path).read_text())
     result = evaluate(req)
     Path(res_path).write_text(json.dumps(result, default=str))
