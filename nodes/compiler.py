@@ -50,6 +50,8 @@ class SeedOutcome:
             return f"compiler seed ({self.variant}) unavailable: {self.error}"
         heavy = self.capture.get("heavy_extern_calls") or []
         lib = f"; main work in library calls {', '.join(heavy)}" if heavy else ""
+        forms = self.capture.get("reformulated") or []
+        lib += f"; reformulated {', '.join(forms)}" if forms else ""
         return f"compiler seed: TorchInductor, variant {self.variant} ({self.wall_s:.0f} s to capture{lib})"
 
 

@@ -295,3 +295,57 @@ def test_autotune_sweep_on_a_compiler_seed_recaptures_the_tuned_variant(tmp_path
     assert calls == ["triton_autotune"] and not problem
     assert GRAPH_MARK in sources[0]  # the CUDA-graph wrapper is kept on the recaptured seed
     assert applicable("autotune_sweep", sources[0]) == "already TorchInductor's autotuned variant"
+
+
+def test_autotuning_variants_prune_configs_over_shared_memory():
+    """Each GEMM config over the shared-memory limit costs a full compile before it fails (~7 s on an H200)."""
+    from torch._inductor import config as inductor_config
+
+    key = "max_autotune_prune_choices_based_on_shared_mem"
+    assert hasattr(inductor_config, key), "this torch lacks the option: variant_patches leaves it out"
+    for variant, options in seed.VARIANTS.items():
+        patches = seed.variant_patches(variant, inductor_config)
+        assert patches["fx_graph_cache"] is False
+        assert patches.get(key, False) is bool(options.get("max_autotune"))
+    with inductor_config.patch(seed.variant_patches("triton", inductor_config)):
+        assert getattr(inductor_config, key) is True
+    assert key not in seed.variant_patches("triton", object())
+
+
+@pytest.mark.skipif(
+    shutil.which("g++") is None and shutil.which("c++") is None, reason="Inductor's CPU backend needs a C++ compiler"
+)
+def test_template_variants_capture_reformulated_convolutions(tmp_path, monkeypatch):
+    """The Triton-template variants rewrite transposed / 1-D convolutions before Inductor sees them.
+
+    Their templates exist on CUDA only, so the wiring is run with the default variant marked as one.
+    """
+    task = tmp_path / "upsample.py"
+    task.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.up = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1)\n"
+        "        self.c = nn.Conv1d(6, 3, 3, padding=1)\n\n"
+        "    def forward(self, x):\n        return self.c(torch.tanh(self.up(x)).flatten(2))\n\n\n"
+        "def get_inputs():\n    return [torch.randn(2, 4, 5, 5)]\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    assert seed.capture(str(task), "default", device="cpu")["reformulated"] == []
+    monkeypatch.setattr(seed, "TEMPLATE_VARIANTS", {"default"})
+    cap = seed.capture(str(task), "default", device="cpu")
+    assert cap["reformulated"] == [
+        "conv1d -> conv2d",
+        "conv_transpose2d -> stride-1 convolution of the zero-stuffed input",
+    ]
+    src = seed.emit_candidate(task.read_text(), cap)
+    assert seed.self_check(str(task), src, device="cpu", rtol=1e-5) is None
+
+
+def test_seed_note_names_library_work_and_reformulations():
+    cap = {"heavy_extern_calls": ["convolution"], "reformulated": ["conv1d -> conv2d"]}
+    note = SeedOutcome("triton", source="x", capture=cap, wall_s=12.3).note()
+    assert note == (
+        "compiler seed: TorchInductor, variant triton (12 s to capture; main work in library calls convolution;"
+        " reformulated conv1d -> conv2d)"
+    )
+    assert "reformulated" not in SeedOutcome("default", source="x", capture={}).note()

@@ -79,4 +79,21 @@ def test_compensated_repair_of_a_long_mat_vec(tmp_path):
     plain = run_review(task, triton_seed.source, tmp_path, "plain", device="cuda")
     kahan = run_review(task, repaired, tmp_path, "kahan", device="cuda")
     assert kahan["status"] == "correct", (kahan.get("error_digest"), plain["status"])
-    assert kahan["custom_kernel"] and kahan["runtime_ms"] < 2 * plain.get("runtime_ms", kahan["runtime_ms"])
+    assert plain["status"] != "correct", "the plain seed passed: this test no longer exercises the repair"
+    # timed like any success; session 5 (H200): 1.14 ms, 0.23x eager's cuBLAS GEMV. The plain seed is not
+    # timed (wrong output), so the repair's own cost is unknown; Inductor's template runs M / 128 blocks
+    assert kahan["custom_kernel"] and kahan["timing_kind"] == "cuda_events" and kahan["runtime_ms"] > 0
+
+
+def test_transposed_convolution_gets_a_triton_template_seed(tmp_path):
+    """cuDNN keeps a transposed convolution in the default seed; the triton variant rewrites it into a
+    stride-1 convolution of the zero-stuffed input, which Inductor's conv template takes."""
+    task = TASKS / "level1" / "48_conv_transpose2d.py"
+    seeds = {s.variant: s for s in compiler_seeds(Context(), str(task), tmp_path / "seeds")}
+    assert seeds["default"].capture["heavy_extern_calls"], "cuDNN no longer keeps it: the test lost its point"
+    triton_seed = seeds["triton"]
+    assert triton_seed.ok, triton_seed.error
+    assert "conv_transpose2d" in " ".join(triton_seed.capture["reformulated"])
+    assert not triton_seed.capture["heavy_extern_calls"], triton_seed.capture["extern_calls"]
+    r = run_review(task, triton_seed.source, tmp_path, "triton", device="cuda")
+    assert r["status"] == "correct" and r["custom_kernel"], r.get("error_digest")

@@ -1,0 +1,32 @@
+#!/bin/bash
+# Session-5 GPU call plan: GPU tests on GPU 0 (cores 0-15) || eval resume on GPU 1 (cores 16-31), then evals on both.
+# Carry: .whl scratch/evs.tgz scratch/gpu7.sh scratch/kscache3   (make evs.tgz: tar czf scratch/evs.tgz scratch/ev3)
+set -u
+cd "$(dirname "$0")/.."
+T0=$(date +%s)
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 3
+tar xzf scratch/evs.tgz || exit 5
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 KERNELSKILL_CACHE_DIR=$PWD/scratch/kscache3 KERNELSKILL_PATIENCE=1
+for d in runner evals graph nodes skills_kb; do ln -sfn ../$d kernelskill/$d; done
+mkdir -p $OUT/ev
+KS="python3 -m kernelskill.cli"
+left() { echo $(( ${BUDGET:-540} - ($(date +%s) - T0) )); }
+A=${A:-1}; B=${B:-3}
+T0C=""; T1C=""; command -v taskset >/dev/null && { T0C="taskset -c 0-15"; T1C="taskset -c 16-31"; }
+(
+  export CUDA_VISIBLE_DEVICES=0
+  if [ -n "${TESTS:-}" ]; then
+    timeout $(( $(left) - 60 )) $T0C python3 -m pytest -m gpu tests -p no:cacheprovider -q -rs --durations=10 > $OUT/ev/gpu_tests.txt 2>&1
+    echo "rc=$?" >> $OUT/ev/gpu_tests.txt
+  fi
+  timeout -s INT $(left) $T0C make eval LEVEL=$A LIMIT=0 GPUS=0 KS="$KS" EVAL_FLAGS="--out scratch/ev3/l$A --rounds 2 --task-timeout 300 --retry-timeouts" > $OUT/ev/l$A.log 2>&1
+) &
+(
+  export CUDA_VISIBLE_DEVICES=1
+  timeout -s INT $(left) $T1C make eval LEVEL=$B LIMIT=0 GPUS=1 KS="$KS" EVAL_FLAGS="--out scratch/ev3/l$B --rounds 2 --task-timeout 300 --retry-timeouts" > $OUT/ev/l$B.log 2>&1
+) &
+wait
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/ev/gpu.txt
+python3 -c "import torch,triton;print('torch',torch.__version__,'triton',triton.__version__,'cuda',torch.version.cuda)" >> $OUT/ev/gpu.txt
+tar czf $OUT/ev.tgz scratch/ev3/l$A scratch/ev3/l$B scratch/kscache3
+ls -la $OUT $OUT/ev

@@ -1,0 +1,121 @@
+"""Convolution forms for Inductor's Triton templates (runner/reformulate.py): exact on the CPU."""
+
+import itertools
+
+import pytest
+import torch
+import torch.nn as nn
+
+from kernelskill.runner.reformulate import conv1d_as_conv2d, conv_transpose_as_conv, dilated_as_dense, template_forms
+
+TRANSPOSED = {1: torch.conv_transpose1d, 2: torch.conv_transpose2d, 3: torch.conv_transpose3d}
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_transposed_convolution_equals_pytorch(n):
+    g = torch.Generator().manual_seed(n)
+    size = {1: 9, 2: 6, 3: 4}[n]
+    cases = itertools.product([1, 2, 3], [0, 1, 3], [0, 1], [1, 2], [True, False], [2, 3], [1, 2])
+    checked = 0
+    for stride, pad, out_pad, groups, bias, k, dil in cases:
+        # PyTorch's own constraints
+        if out_pad >= max(stride, dil) or (size - 1) * stride - 2 * pad + dil * (k - 1) + 1 + out_pad < 1:
+            continue
+        x = torch.randn(2, 4, *([size] * n), generator=g, dtype=torch.float64)
+        w = torch.randn(4, 6 // groups, *([k] * n), generator=g, dtype=torch.float64)
+        b = torch.randn(6, generator=g, dtype=torch.float64) if bias else None
+        want = TRANSPOSED[n](x, w, b, stride, pad, out_pad, groups, dil)
+        got = conv_transpose_as_conv(x, w, b, stride, pad, out_pad, groups, dil)
+        assert got.shape == want.shape, (stride, pad, out_pad, groups, k, dil)
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+        checked += 1
+    assert checked > 150
+
+
+def test_mixed_per_dimension_arguments():
+    x = torch.randn(1, 3, 5, 7, dtype=torch.float64)
+    w = torch.randn(3, 2, 3, 2, dtype=torch.float64)
+    want = torch.conv_transpose2d(x, w, None, (2, 3), (1, 0), (1, 2), 1, (2, 1))
+    torch.testing.assert_close(conv_transpose_as_conv(x, w, None, (2, 3), (1, 0), (1, 2), 1, (2, 1)), want)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("stride,padding,dilation,groups", [(1, 0, 2, 1), (2, 3, (3, 2, 1), 2), (1, 1, 1, 4)])
+def test_dilated_convolution_as_a_dense_kernel(n, stride, padding, dilation, groups):
+    x = torch.randn(2, 8, *([9] * n), dtype=torch.float64)
+    w = torch.randn(4, 8 // groups, *([3] * n), dtype=torch.float64)
+    d = dilation[:n] if isinstance(dilation, tuple) else dilation
+    conv = torch.conv2d if n == 2 else torch.conv3d
+    want = conv(x, w, None, stride, padding, d, groups)
+    torch.testing.assert_close(dilated_as_dense(x, w, None, stride, padding, d, groups), want)
+
+
+@pytest.mark.parametrize(
+    "stride,padding,dilation,groups", [(1, 0, 1, 1), (2, 3, 1, 2), (3, 1, 2, 4), (1, "same", 1, 1)]
+)
+def test_conv1d_as_conv2d_equals_pytorch(stride, padding, dilation, groups):
+    x = torch.randn(2, 8, 20, dtype=torch.float64)
+    w = torch.randn(4, 8 // groups, 5, dtype=torch.float64)
+    b = torch.randn(4, dtype=torch.float64)
+    want = torch.conv1d(x, w, b, stride, padding, dilation, groups)
+    torch.testing.assert_close(conv1d_as_conv2d(x, w, b, stride, padding, dilation, groups), want)
+
+
+class _Convs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv1d(4, 6, 3, padding=1)
+        self.t1 = nn.ConvTranspose1d(6, 4, 3, stride=2)
+        self.t2 = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1)
+        self.c2 = nn.Conv2d(6, 6, 3)
+        self.c3 = nn.Conv2d(6, 6, 3, padding=2, dilation=2)
+
+    def forward(self, x, y):
+        a = self.t1(torch.relu(self.c1(x)))
+        b = self.c3(self.c2(self.t2(y)))
+        return a.sum(-1), torch.nn.functional.conv_transpose2d(y, self.t2.weight, stride=2), b
+
+
+def test_template_forms_rewrites_a_dynamo_graph():
+    torch.manual_seed(0)
+    model = _Convs().double().eval()
+    x, y = torch.randn(2, 4, 10, dtype=torch.float64), torch.randn(2, 4, 5, 5, dtype=torch.float64)
+    seen: list[list[str]] = []
+
+    def backend(gm, example_inputs):
+        seen.append(template_forms(gm))
+        targets = {n.target for n in gm.graph.nodes if n.op == "call_function"}
+        assert not targets & {torch.conv1d, torch.conv_transpose1d, torch.conv_transpose2d}
+        assert torch.conv2d in targets  # an ordinary conv2d is left as it is
+        return gm.forward
+
+    torch._dynamo.reset()
+    got = torch.compile(model, backend=backend, fullgraph=True)(x, y)
+    want = model(x, y)
+    assert seen and sorted(seen[0]) == sorted(
+        ["conv1d -> conv2d", "dilated conv2d -> dense kernel with zeros between taps"]
+        + ["conv_transpose1d -> stride-1 convolution of the zero-stuffed input"]
+        + ["conv_transpose2d -> stride-1 convolution of the zero-stuffed input"] * 2
+    )
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w)
+
+
+def test_inductor_compiles_the_rewritten_graph_on_the_cpu():
+    """aot_autograd traces through the replacement functions; Inductor lowers what they produce."""
+    from torch._inductor.compile_fx import compile_fx
+
+    torch.manual_seed(0)
+    model = _Convs().eval()
+    x, y = torch.randn(2, 4, 10), torch.randn(2, 4, 5, 5)
+
+    def backend(gm, example_inputs):
+        assert template_forms(gm)
+        return compile_fx(gm, example_inputs)
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model, backend=backend, fullgraph=True)(x, y)
+        want = model(x, y)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
