@@ -1,4 +1,6 @@
 #!/bin/bash
+# Recorded device call (session 5, call 1; ran as scratch/gpu7.sh with .whl/, scratch/evs.tgz (the eval dirs) and
+# scratch/kscache3 carried): `TESTS=1 A=1 B=3 BUDGET=540`.
 # Session-5 GPU call plan: GPU tests on GPU 0 (cores 0-15) || eval resume on GPU 1 (cores 16-31), then evals on both.
 # Carry: .whl scratch/evs.tgz scratch/gpu7.sh scratch/kscache3   (make evs.tgz: tar czf scratch/evs.tgz scratch/ev3)
 set -u
