@@ -3,7 +3,8 @@
 - ``llm``: a model endpoint, a scripted model or a replay cassette is configured. On CUDA the
   compiler seed (TorchInductor's kernels) is one more seed, shown to the model as the starting point.
 - ``offline``: no model, a CUDA GPU: the compiler seeds, the reviewer, the feature extractor, the
-  policy and the deterministic skills (CUDA-graph capture, configuration sweeps, dot precision) run the whole graph.
+  policy and the deterministic skills (the cards that name a ``transform``; the CLI banner lists them) run the
+  whole graph.
 - neither: no model and no CUDA; :func:`no_engine_message` says what to configure.
 
 ``Context.engine`` forces one (``llm`` / ``offline``); ``auto`` (default) picks as above.

@@ -23,11 +23,18 @@ def check_mode(ctx: Any) -> None:
     if engine == "offline":
         console.print(
             "[bold yellow]OFFLINE mode[/]: no model is configured; the compiler seed (TorchInductor's kernels), "
-            "the reviewer, the policy and the deterministic skills (CUDA graphs, configuration sweeps, "
-            "dot precision) run the graph."
+            f"the reviewer, the policy and the deterministic skills ({escape(deterministic_skills())}) run the graph."
         )
     elif cuda and ctx.compiler_seed:
         console.print("model mode on CUDA: TorchInductor's kernels join the seeds as the model's starting point")
+
+
+def deterministic_skills() -> str:
+    """The cards that name a deterministic transform, as ``card (transform)``: what offline mode can apply."""
+    from kernelskill.skills_kb.library import default_library
+
+    cards = default_library().cards.values()
+    return ", ".join(sorted(f"{c.id} ({c.transform})" for c in cards if c.transform))
 
 
 def check_endpoint(ctx: Any) -> None:

@@ -79,3 +79,17 @@ def test_retrieval_examples(query, expected):
     from kernelskill.skills_kb.index import open_index
 
     assert expected in [h.skill_id for h in open_index().search(query, k=3)]
+
+
+def test_every_card_transform_is_implemented_and_named_in_the_offline_banner():
+    from kernelskill.cli_common import deterministic_skills
+    from kernelskill.nodes.transforms import applicable
+    from kernelskill.skills_kb.library import default_library
+
+    named = [c for c in default_library().cards.values() if c.transform]
+    assert named, "no card names a deterministic transform"
+    banner = deterministic_skills()
+    for card in named:
+        assert "no deterministic transform named" not in (applicable(card.transform, "x") or ""), card.id
+        assert f"{card.id} ({card.transform})" in banner
+    assert "no deterministic transform named" in applicable("no_such_transform", "x")
