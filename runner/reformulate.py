@@ -38,7 +38,7 @@ def _tuple(value: int | Sequence[int], n: int) -> tuple[int, ...]:
     return (int(value),) * n  # type: ignore[arg-type]
 
 
-def conv1d_as_conv2d(
+def conv_for_template(
     input: torch.Tensor,
     weight: torch.Tensor,
     bias: torch.Tensor | None = None,
@@ -47,30 +47,19 @@ def conv1d_as_conv2d(
     dilation: int | Sequence[int] = 1,
     groups: int = 1,
 ) -> torch.Tensor:
-    """``torch.conv1d`` computed as a ``conv2d`` of height 1 (same arguments, same result)."""
-    if isinstance(padding, str) or input.dim() != 3:
-        return torch.conv1d(input, weight, bias, stride, padding, dilation, groups)
-    (s,), (p,), (d,) = _tuple(stride, 1), _tuple(padding, 1), _tuple(dilation, 1)
-    weight = _stuff(weight, 2, d)
+    """``torch.conv{1,2,3}d`` (same arguments, same result) with unit dilation, in 2-D or 3-D.
+
+    Dilation becomes a zero-stuffed kernel; a 1-D convolution runs as a ``conv2d`` of height 1.
+    """
+    n = weight.dim() - 2
+    if isinstance(padding, str) or input.dim() != n + 2:
+        return _CONV[n](input, weight, bias, stride, padding, dilation, groups)
+    weight = _dilate(weight, _tuple(dilation, n))
+    if n > 1:
+        return _CONV[n](input, weight, bias, stride, padding, 1, groups)
+    (s,), (p,) = _tuple(stride, 1), _tuple(padding, 1)
     out = torch.conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, (1, s), (0, p), 1, groups)
     return out.squeeze(2)
-
-
-def dilated_as_dense(
-    input: torch.Tensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None = None,
-    stride: int | Sequence[int] = 1,
-    padding: int | Sequence[int] | str = 0,
-    dilation: int | Sequence[int] = 1,
-    groups: int = 1,
-) -> torch.Tensor:
-    """``torch.conv2d`` / ``conv3d`` with dilation computed with a zero-stuffed kernel and unit dilation."""
-    n = weight.dim() - 2
-    conv = _CONV[n]
-    if isinstance(padding, str) or input.dim() != n + 2:
-        return conv(input, weight, bias, stride, padding, dilation, groups)
-    return conv(input, _dilate(weight, _tuple(dilation, n)), bias, stride, padding, 1, groups)
 
 
 def _dilate(weight: torch.Tensor, d: Sequence[int]) -> torch.Tensor:
@@ -122,9 +111,7 @@ def conv_transpose_as_conv(
         .reshape(groups * c_out_g, c_in // groups, *k)
     )
     w = w.flip(list(range(2, 2 + n)))
-    if n == 1:
-        return conv1d_as_conv2d(x, w, bias, 1, 0, 1, groups)
-    return _CONV[n](x, w, bias, 1, 0, 1, groups)
+    return conv_for_template(x, w, bias, 1, 0, 1, groups)
 
 
 def template_forms(gm: Any) -> list[str]:
@@ -140,9 +127,9 @@ def template_forms(gm: Any) -> list[str]:
             dilation = node.args[5] if len(node.args) > 5 else node.kwargs.get("dilation", 1)
             if isinstance(dilation, (int, tuple, list)) and any(int(d) > 1 for d in _tuple(dilation, 1)):
                 done.append(f"dilated {node.target.__name__} -> dense kernel with zeros between taps")
-                node.target = dilated_as_dense
+                node.target = conv_for_template
         elif node.target is torch.conv1d:
-            node.target = conv1d_as_conv2d
+            node.target = conv_for_template
             done.append("conv1d -> conv2d")
         elif node.target in _TRANSPOSED:
             name = f"conv_transpose{_TRANSPOSED[node.target]}d"

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from kernelskill.runner.reformulate import conv1d_as_conv2d, conv_transpose_as_conv, dilated_as_dense, template_forms
+from kernelskill.runner.reformulate import conv_for_template, conv_transpose_as_conv, template_forms
 
 TRANSPOSED = {1: torch.conv_transpose1d, 2: torch.conv_transpose2d, 3: torch.conv_transpose3d}
 
@@ -47,18 +47,18 @@ def test_dilated_convolution_as_a_dense_kernel(n, stride, padding, dilation, gro
     d = dilation[:n] if isinstance(dilation, tuple) else dilation
     conv = torch.conv2d if n == 2 else torch.conv3d
     want = conv(x, w, None, stride, padding, d, groups)
-    torch.testing.assert_close(dilated_as_dense(x, w, None, stride, padding, d, groups), want)
+    torch.testing.assert_close(conv_for_template(x, w, None, stride, padding, d, groups), want)
 
 
 @pytest.mark.parametrize(
     "stride,padding,dilation,groups", [(1, 0, 1, 1), (2, 3, 1, 2), (3, 1, 2, 4), (1, "same", 1, 1)]
 )
-def test_conv1d_as_conv2d_equals_pytorch(stride, padding, dilation, groups):
+def test_conv1d_as_a_conv2d_equals_pytorch(stride, padding, dilation, groups):
     x = torch.randn(2, 8, 20, dtype=torch.float64)
     w = torch.randn(4, 8 // groups, 5, dtype=torch.float64)
     b = torch.randn(4, dtype=torch.float64)
     want = torch.conv1d(x, w, b, stride, padding, dilation, groups)
-    torch.testing.assert_close(conv1d_as_conv2d(x, w, b, stride, padding, dilation, groups), want)
+    torch.testing.assert_close(conv_for_template(x, w, b, stride, padding, dilation, groups), want)
 
 
 class _Convs(nn.Module):

@@ -1,8 +1,9 @@
 #!/bin/bash
-# Recorded device calls (session 5, calls 2-3; ran as scratch/gpu8.sh with .whl/, scratch/evs.tgz (the eval dirs) and
-# scratch/kscache3 carried): call 2 `TESTS=tests/test_offline_gpu.py::test_compensated_repair_of_a_long_mat_vec A=2 B=3
-# BUDGET=530`, call 3 `A=1 B=2 BUDGET=510`.
-# Session-5 call 2: GPU tests ($TESTS) then level A on GPU 0 (cores 0-15) || level B on GPU 1 (cores 16-31).
+# Recorded device calls (session 5; ran as scratch/gpu7.sh / gpu8.sh with .whl/, scratch/evs.tgz (the eval dirs) and
+# scratch/kscache3 carried): call 1 `TESTS=tests A=1 B=3 BUDGET=540` (gpu7.sh: the same script with the test path
+# fixed to `tests`, run as `TESTS=1`), call 2 `TESTS=tests/test_offline_gpu.py::test_compensated_repair_of_a_long_mat_vec
+# A=2 B=3 BUDGET=530`, call 3 `A=1 B=2 BUDGET=510`.
+# GPU tests ($TESTS, pytest paths or node ids) then level A on GPU 0 (cores 0-15) || level B on GPU 1 (cores 16-31).
 # Carry: .whl scratch/evs.tgz scratch/gpu7.sh scratch/kscache3   (make evs.tgz: tar czf scratch/evs.tgz scratch/ev3)
 set -u
 cd "$(dirname "$0")/.."
