@@ -68,13 +68,21 @@ def capture_variant(
     workdir: Path,
     tf32: bool = False,
     reserve_s: float = deadline.REVIEW_RESERVE_S,
+    conv_gemm: bool = False,
 ) -> SeedOutcome:
-    """Capture one Inductor variant of the task in a child process (``tf32``: TF32 matmuls allowed).
+    """Capture one Inductor variant of the task in a child process.
 
-    Its time limit is ``Context.seed_timeout_s``, capped by the launch deadline minus ``reserve_s``.
+    ``tf32``: TF32 matmuls allowed; ``conv_gemm``: 2-D convolutions as im2col + GEMM. Its time limit
+    is ``Context.seed_timeout_s``, capped by the launch deadline minus ``reserve_s``.
     """
-    req = {"task_path": str(Path(task_path).resolve()), "variant": variant, "seed": ctx.seed, "tf32": tf32}
-    name = f"seed_{variant}_tf32" if tf32 else f"seed_{variant}"
+    req = {
+        "task_path": str(Path(task_path).resolve()),
+        "variant": variant,
+        "seed": ctx.seed,
+        "tf32": tf32,
+        "conv_gemm": conv_gemm,
+    }
+    name = f"seed_{variant}" + ("_tf32" if tf32 else "") + ("_gemm" if conv_gemm else "")
     limit = deadline.timeout(ctx.seed_timeout_s, reserve_s)
     out = run_child("kernelskill.runner.inductor_seed", req, workdir, name, limit, spare=True)
     if isinstance(out, ChildFailure):

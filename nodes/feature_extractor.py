@@ -109,6 +109,10 @@ def extract_features(source: str) -> dict[str, Any]:
             )
     blocks = _block_literals(tree)
     uses_dot = any(c == "tl.dot" or c.endswith(".dot") for c in all_calls)
+    conv_dot = any(
+        "conv" in k.name.lower() and any(c == "tl.dot" or c.endswith(".dot") for c in calls)
+        for k, calls in zip(kernels, calls_per_kernel, strict=True)
+    )
     has_reduction = any(c.startswith("tl.") and c.rsplit(".", 1)[-1] in _REDUCTIONS for c in all_calls)
     return {
         "num_kernels": len(kernels) + source.count("__global__"),
@@ -129,6 +133,7 @@ def extract_features(source: str) -> dict[str, Any]:
         "num_constexpr_params": constexpr_params,
         "torch_ops_in_forward": forward_torch_ops,
         "uses_cuda_source": "load_inline" in source,
+        "conv_dot_kernel": conv_dot,
     }
 
 

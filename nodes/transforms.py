@@ -13,6 +13,10 @@ Each transform implements the method of the skill cards that name it (``transfor
   allowed (Inductor then autotunes its templates for tensor-core products) and given its
   precision back; for a hand-written candidate, one-knob-at-a-time neighbours of each launch's constexpr tile sizes
   and ``num_warps`` / ``num_stages`` (``nodes/sweep.py``), every variant reviewed.
+- ``conv_gemm`` (card ``conv-im2col-gemm``): a compiler seed with a Triton convolution template
+  kernel recaptured with its 2-D convolutions as im2col + GEMM (``runner/reformulate.py``), so that
+  Inductor's matmul template does their math; the parent's dot precision is kept as for
+  ``autotune_sweep``, and a later ``autotune_sweep`` keeps the form.
 - ``dot_precision`` (card ``dot-input-precision``): every fp32 ``tl.dot`` kept off tensor cores
   (``input_precision="ieee"`` / ``allow_tf32=False``) rewritten to ``"tf32x3"`` and, as a second
   variant, ``"tf32"`` (``runner/dot_precision.py``); the reviewer keeps the fastest one that is correct.
@@ -22,17 +26,19 @@ The reviewer judges every result like any other candidate; a transform only prop
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
 from kernelskill.runner.dot_precision import applied_precision, count_exact_dots, precision_variants, with_precision
-from kernelskill.runner.inductor_seed import TUNED
+from kernelskill.runner.inductor_seed import CONV_GEMM_MARK, TUNED
 
 from .compiler import capture_variant, is_compiler_seed
 from .sweep import sweep_variants, sweepable_launches
 
 GRAPH_MARK = "# ---- kernelskill transform: cuda_graph"
+CONV_TEMPLATE = re.compile(r"def triton_tem_fused_\w*convolution")  # Inductor's convolution template kernels
 SWEEP_VARIANTS = 4
 
 CUDA_GRAPH_WRAPPER = '''
@@ -111,7 +117,19 @@ def applicable(transform: str, source: str) -> str | None:
         return "no launch with literal constexpr tile sizes or num_warps to sweep"
     if transform == "dot_precision":
         return None if count_exact_dots(source) else "no fp32 tl.dot kept off tensor cores (ieee / allow_tf32=False)"
+    if transform == "conv_gemm":
+        base = unwrap_cuda_graph(source)
+        if is_compiler_seed(base) is None:
+            return "not a compiler seed"
+        if _conv_gemm_form(base):
+            return "convolutions already captured as im2col GEMMs"
+        return None if CONV_TEMPLATE.search(base) else "no Triton convolution template kernel"
     return f"no deterministic transform named {transform!r}"
+
+
+def _conv_gemm_form(source: str) -> bool:
+    """True for a compiler seed captured with its convolutions as im2col GEMMs (its header says so)."""
+    return CONV_GEMM_MARK in source[:2000]
 
 
 def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Path) -> tuple[list[str], list[str], str]:
@@ -127,24 +145,37 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
     graphed = GRAPH_MARK in source
     base = unwrap_cuda_graph(source)
     variant = is_compiler_seed(base)
+    if transform == "conv_gemm" and variant is not None:
+        return _recapture(ctx, task_path, workdir, base, variant, True, graphed, "conv_gemm")
     if variant is not None:
-        # A parent whose dots were moved to tensor cores is recaptured with TF32 allowed, so that
-        # Inductor's autotuning chooses its tiles for tensor-core products; the parent's precision
-        # is then written back into the fresh capture's dots.
-        precision = applied_precision(base)
-        reserve = deadline.ROUND_RESERVE_S / 2  # the recapture's own review
-        outcome = capture_variant(ctx, task_path, TUNED[variant], workdir, precision is not None, reserve)
-        if not outcome.ok and precision:
-            outcome = capture_variant(ctx, task_path, TUNED[variant], workdir, reserve_s=reserve)
-        if not outcome.ok:
-            return [], [], outcome.note()
-        new, note = outcome.source, f"autotune_sweep: {outcome.note()}"
-        if precision and precision != applied_precision(new):
-            new = with_precision(new, precision, among=("ieee", "tf32"))
-            note = f"{note}; dots kept at {precision}"
-        return [cuda_graph_wrap(new) if graphed else new], [note], ""
+        return _recapture(
+            ctx, task_path, workdir, base, TUNED[variant], _conv_gemm_form(base), graphed, "autotune_sweep"
+        )
     variants = sweep_variants(base, max_variants=SWEEP_VARIANTS)
     if not variants:
         return [], [], "autotune_sweep: no variant to try"
     sources = [cuda_graph_wrap(v) if graphed else v for v, _ in variants]
     return sources, [f"autotune_sweep: {note}" for _, note in variants], ""
+
+
+def _recapture(
+    ctx: Context, task_path: str, workdir: Path, base: str, variant: str, conv_gemm: bool, graphed: bool, label: str
+) -> tuple[list[str], list[str], str]:
+    """A compiler seed captured again as ``variant`` (``conv_gemm``: convolutions as im2col GEMMs).
+
+    A parent whose dots were moved to tensor cores is recaptured with TF32 allowed, so that Inductor's
+    autotuning chooses its tiles for tensor-core products; the parent's precision is then written
+    back into the fresh capture's dots.
+    """
+    precision = applied_precision(base)
+    reserve = deadline.ROUND_RESERVE_S / 2  # the recapture's own review
+    outcome = capture_variant(ctx, task_path, variant, workdir, precision is not None, reserve, conv_gemm)
+    if not outcome.ok and precision:
+        outcome = capture_variant(ctx, task_path, variant, workdir, reserve_s=reserve, conv_gemm=conv_gemm)
+    if not outcome.ok:
+        return [], [], outcome.note()
+    new, note = outcome.source, f"{label}: {outcome.note()}"
+    if precision and precision != applied_precision(new):
+        new = with_precision(new, precision, among=("ieee", "tf32"))
+        note = f"{note}; dots kept at {precision}"
+    return [cuda_graph_wrap(new) if graphed else new], [note], ""

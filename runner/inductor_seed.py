@@ -57,6 +57,7 @@ TUNED = {"default": "autotune", "triton": "triton_autotune"}  # the autotune_swe
 # 1-D, transposed and dilated convolutions in forms the convolution templates take (runner/reformulate.py)
 TEMPLATE_VARIANTS = {"triton", "triton_autotune"}
 
+CONV_GEMM_MARK = "convolutions as im2col GEMMs"  # in the seed's header when captured with conv_gemm
 _ROOT = re.compile(r"^(L|G)\[(['\"])(\w+)\2\]")
 
 
@@ -204,7 +205,8 @@ def emit_candidate(task_source: str, cap: dict[str, Any]) -> str:
     v = cap.get("versions", {})
     header = (
         f'"""kernelskill compiler seed for {cap.get("task_name", "the task")}: TorchInductor\'s kernels '
-        f"(variant {cap['variant']!r}){', TF32 matmuls' if cap.get('tf32') else ''}, "
+        f"(variant {cap['variant']!r}){', TF32 matmuls' if cap.get('tf32') else ''}"
+        f"{', ' + CONV_GEMM_MARK if cap.get('conv_gemm') else ''}, "
         f"captured on {v.get('gpu', '?')} with torch {v.get('torch', '?')} "
         f"and triton {v.get('triton', '?')}.\n\nThe first part is Inductor's output module, verbatim (its kernels are "
         "the Triton sources passed to async_compile.triton); ModelNew re-creates the reference's parameters with "
@@ -271,9 +273,17 @@ def _inputs(task: Any, seed: int, device: str) -> list[Any]:
 
 
 def capture(
-    task_path: str, variant: str = "default", seed: int = 42, device: str = "cuda", tf32: bool = False
+    task_path: str,
+    variant: str = "default",
+    seed: int = 42,
+    device: str = "cuda",
+    tf32: bool = False,
+    conv_gemm: bool = False,
 ) -> dict[str, Any]:
     """Compile the task's reference with Inductor ``variant`` and record its output module.
+
+    ``conv_gemm``: 2-D convolutions of one group as im2col + GEMM (``runner/reformulate.py``), so that
+    Inductor's matmul template does their math (the ``conv_gemm`` skill's recapture).
 
     ``tf32``: compile with TF32 matmuls allowed, so that Inductor's GEMM / convolution templates are
     generated (and, under max-autotune, benchmarked and chosen) for TF32 products. The flags are
@@ -300,8 +310,8 @@ def capture(
     forms: list[str] = []
 
     def backend(gm: Any, example_inputs: Any) -> Any:
-        if variant in TEMPLATE_VARIANTS:
-            forms.extend(template_forms(gm))
+        if variant in TEMPLATE_VARIANTS or conv_gemm:
+            forms.extend(template_forms(gm, as_gemm=conv_gemm))
         phs = []
         for node in gm.graph.find_nodes(op="placeholder"):
             value = node.meta.get("example_value")
@@ -348,6 +358,7 @@ def capture(
         "reformulated": sorted(set(forms)),
         "compile_s": round(compile_s, 2),
         "tf32": tf32,
+        "conv_gemm": conv_gemm,
         "versions": {
             "torch": torch.__version__,
             "triton": triton.__version__,
@@ -420,7 +431,7 @@ def build(req: dict[str, Any]) -> dict[str, Any]:
     task_path, variant = req["task_path"], req.get("variant", "default")
     seed = int(req.get("seed", 42))
     try:
-        cap = capture(task_path, variant, seed=seed, tf32=bool(req.get("tf32")))
+        cap = capture(task_path, variant, seed=seed, tf32=bool(req.get("tf32")), conv_gemm=bool(req.get("conv_gemm")))
         source = emit_candidate(Path(task_path).read_text(), cap)
         problem = self_check(task_path, source, seed=seed)
     except SeedError as e:

@@ -15,7 +15,11 @@ is rewritten into forms the templates take:
   convolution (3/4 of them on zeros for ``s = 2`` in 2-D): the reviewer times it against the cuDNN
   seed and the record says which is faster.
 
-A dilated transposed or 1-D convolution gets both rewrites. Each form is exact up to floating-point
+A dilated transposed or 1-D convolution gets both rewrites. With ``as_gemm`` (the ``conv_gemm``
+skill's recapture), every 2-D convolution of one group (1-D ones lifted, transposed ones stuffed
+first) becomes an explicit im2col gather (one copy kernel of ``kh * kw`` times the input) and one
+GEMM, so Inductor's matmul template does the math instead of its convolution template.
+ Each form is exact up to floating-point
 summation order (tests compare them with PyTorch on the CPU).
 """
 
@@ -46,20 +50,45 @@ def conv_for_template(
     padding: int | Sequence[int] | str = 0,
     dilation: int | Sequence[int] = 1,
     groups: int = 1,
+    as_gemm: bool = False,
 ) -> torch.Tensor:
     """``torch.conv{1,2,3}d`` (same arguments, same result) with unit dilation, in 2-D or 3-D.
 
-    Dilation becomes a zero-stuffed kernel; a 1-D convolution runs as a ``conv2d`` of height 1.
+    Dilation becomes a zero-stuffed kernel; a 1-D convolution runs as a ``conv2d`` of height 1;
+    ``as_gemm``: a 2-D one of one group runs as im2col + GEMM (:func:`im2col_gemm`).
     """
     n = weight.dim() - 2
     if isinstance(padding, str) or input.dim() != n + 2:
         return _CONV[n](input, weight, bias, stride, padding, dilation, groups)
     weight = _dilate(weight, _tuple(dilation, n))
-    if n > 1:
-        return _CONV[n](input, weight, bias, stride, padding, 1, groups)
-    (s,), (p,) = _tuple(stride, 1), _tuple(padding, 1)
-    out = torch.conv2d(input.unsqueeze(2), weight.unsqueeze(2), bias, (1, s), (0, p), 1, groups)
-    return out.squeeze(2)
+    if n == 1:
+        (s,), (p,) = _tuple(stride, 1), _tuple(padding, 1)
+        out = conv_for_template(input.unsqueeze(2), weight.unsqueeze(2), bias, (1, s), (0, p), 1, groups, as_gemm)
+        return out.squeeze(2)
+    if as_gemm and n == 2 and groups == 1:
+        return im2col_gemm(input, weight, bias, _tuple(stride, 2), _tuple(padding, 2))
+    return _CONV[n](input, weight, bias, stride, padding, 1, groups)
+
+
+def im2col_gemm(
+    input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride: Sequence[int], padding: Sequence[int]
+) -> torch.Tensor:
+    """A one-group ``conv2d`` with unit dilation as an explicit im2col gather and one GEMM.
+
+    The columns are a strided view of the padded input (``Tensor.unfold``) copied once into
+    ``(N * OH * OW, C * KH * KW)``; the product with the ``(C * KH * KW, O)`` weight is returned
+    as an ``(N, O, OH, OW)`` view of the ``(N, OH, OW, O)`` result.
+    """
+    (sh, sw), (ph, pw) = stride, padding
+    o, c, kh, kw = weight.shape
+    x = F.pad(input, (pw, pw, ph, ph)) if ph or pw else input
+    patches = x.unfold(2, kh, sh).unfold(3, kw, sw)  # (N, C, OH, OW, KH, KW), a view
+    n, _, oh, ow = patches.shape[:4]
+    cols = patches.permute(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * kh * kw)
+    out = cols @ weight.reshape(o, c * kh * kw).t()
+    if bias is not None:
+        out = out + bias
+    return out.view(n, oh, ow, o).permute(0, 3, 1, 2)
 
 
 def _dilate(weight: torch.Tensor, d: Sequence[int]) -> torch.Tensor:
@@ -89,6 +118,7 @@ def conv_transpose_as_conv(
     output_padding: int | Sequence[int] = 0,
     groups: int = 1,
     dilation: int | Sequence[int] = 1,
+    as_gemm: bool = False,
 ) -> torch.Tensor:
     """``torch.conv_transpose{1,2,3}d`` computed as a stride-1 convolution of the zero-stuffed input."""
     n = weight.dim() - 2
@@ -111,30 +141,44 @@ def conv_transpose_as_conv(
         .reshape(groups * c_out_g, c_in // groups, *k)
     )
     w = w.flip(list(range(2, 2 + n)))
-    return conv_for_template(x, w, bias, 1, 0, 1, groups)
+    return conv_for_template(x, w, bias, 1, 0, 1, groups, as_gemm)
 
 
-def template_forms(gm: Any) -> list[str]:
+def _static_arg(node: Any, index: int, name: str, default: Any) -> Any:
+    return node.args[index] if len(node.args) > index else node.kwargs.get(name, default)
+
+
+def template_forms(gm: Any, as_gemm: bool = False) -> list[str]:
     """Rewrite the convolutions of a Dynamo FX graph module in place; returns what was rewritten.
 
-    A ``conv2d`` / ``conv3d`` is rewritten only when its dilation is (statically) above 1.
+    A ``conv2d`` / ``conv3d`` is rewritten only when its dilation is (statically) above 1, or, with
+    ``as_gemm``, a ``conv2d`` of (statically) one group. ``as_gemm`` turns every rewritten 2-D
+    convolution of one group into im2col + GEMM.
     """
     done: list[str] = []
     for node in gm.graph.nodes:
         if node.op != "call_function":
             continue
-        if node.target in (torch.conv2d, torch.conv3d):
-            dilation = node.args[5] if len(node.args) > 5 else node.kwargs.get("dilation", 1)
+        target, what = node.target, ""
+        if target in (torch.conv2d, torch.conv3d):
+            dilation = _static_arg(node, 5, "dilation", 1)
             if isinstance(dilation, (int, tuple, list)) and any(int(d) > 1 for d in _tuple(dilation, 1)):
-                done.append(f"dilated {node.target.__name__} -> dense kernel with zeros between taps")
+                what = f"dilated {target.__name__} -> dense kernel with zeros between taps"
+            if as_gemm and target is torch.conv2d and _static_arg(node, 6, "groups", 1) == 1:
+                what = f"{what}; " if what else ""
+                what += "conv2d -> im2col + GEMM"
+            if what:
                 node.target = conv_for_template
-        elif node.target is torch.conv1d:
-            node.target = conv_for_template
-            done.append("conv1d -> conv2d")
-        elif node.target in _TRANSPOSED:
-            name = f"conv_transpose{_TRANSPOSED[node.target]}d"
+        elif target is torch.conv1d:
+            node.target, what = conv_for_template, "conv1d -> conv2d"
+        elif target in _TRANSPOSED:
             node.target = conv_transpose_as_conv
-            done.append(f"{name} -> stride-1 convolution of the zero-stuffed input")
+            what = f"conv_transpose{_TRANSPOSED[target]}d -> stride-1 convolution of the zero-stuffed input"
+        if what:
+            if as_gemm:
+                node.kwargs = {**node.kwargs, "as_gemm": True}
+                what += "" if "GEMM" in what else " (then im2col + GEMM if one group)"
+            done.append(what)
     if done:
         gm.recompile()
     return done

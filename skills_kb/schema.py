@@ -49,6 +49,7 @@ FEATURES: dict[str, str] = {
     "num_constexpr_params": "tl.constexpr parameters over all kernels",
     "torch_ops_in_forward": "PyTorch compute calls (torch.* / F.* / tensor math) left in forward",
     "uses_cuda_source": "the candidate carries CUDA C++ source (load_inline)",
+    "conv_dot_kernel": "a kernel named for a convolution calls tl.dot (a direct / template convolution)",
 }
 
 METRICS: dict[str, str] = {

@@ -285,7 +285,7 @@ def test_autotune_sweep_on_a_compiler_seed_recaptures_the_tuned_variant(tmp_path
 
     calls = []
 
-    def fake_capture(ctx, task_path, variant, workdir, tf32=False, reserve_s=0.0):
+    def fake_capture(ctx, task_path, variant, workdir, tf32=False, reserve_s=0.0, conv_gemm=False):
         calls.append(variant if not tf32 else f"{variant}+tf32")
         return SeedOutcome(variant, source=f'"""kernelskill compiler seed for t: x (variant {variant!r}), ..."""\n')
 
@@ -349,3 +349,52 @@ def test_seed_note_names_library_work_and_reformulations():
         " reformulated conv1d -> conv2d)"
     )
     assert "reformulated" not in SeedOutcome("default", source="x", capture={}).note()
+
+
+def test_conv_gemm_recaptures_a_seed_with_a_convolution_template(tmp_path, monkeypatch):
+    import kernelskill.nodes.transforms as transforms
+
+    calls = []
+
+    def fake_capture(ctx, task_path, variant, workdir, tf32=False, reserve_s=0.0, conv_gemm=False):
+        calls.append((variant, tf32, conv_gemm))
+        cap = {**fixture("01_linear_gelu_scale_triton"), "variant": variant, "conv_gemm": conv_gemm}
+        return SeedOutcome(variant, source=seed.emit_candidate("x = 1\n", cap), capture=cap)
+
+    monkeypatch.setattr(transforms, "capture_variant", fake_capture)
+    base = emitted("01_linear_gelu_scale_triton", "level2/01_linear_gelu_scale.py")
+    assert applicable("conv_gemm", base) == "no Triton convolution template kernel"
+    assert applicable("conv_gemm", "import torch\n") == "not a compiler seed"
+    conv = base.replace(
+        "@triton.jit\ndef triton_",
+        "@triton.jit\ndef triton_tem_fused_convolution_9(x):\n    pass\n\n\n@triton.jit\ndef triton_",
+        1,
+    )
+    assert conv != base and applicable("conv_gemm", conv) is None
+    [new], [note], problem = apply("conv_gemm", cuda_graph_wrap(conv), Context(), "t.py", tmp_path)
+    assert calls == [("triton", False, True)] and not problem and note.startswith("conv_gemm: compiler seed")
+    assert seed.CONV_GEMM_MARK in new[:2000] and is_compiler_seed(new) == "triton" and GRAPH_MARK in new
+    assert applicable("conv_gemm", new) == "convolutions already captured as im2col GEMMs"
+    calls.clear()
+    apply("autotune_sweep", new, Context(), "t.py", tmp_path)
+    assert calls == [("triton_autotune", False, True)]  # the tuned recapture keeps the GEMM form
+
+
+@pytest.mark.skipif(
+    shutil.which("g++") is None and shutil.which("c++") is None, reason="Inductor's CPU backend needs a C++ compiler"
+)
+def test_conv_gemm_capture_on_cpu(tmp_path):
+    task = tmp_path / "block.py"
+    task.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        self.a = nn.Conv2d(3, 8, 3, stride=2, padding=1)\n        self.b = nn.Conv2d(8, 8, 3, groups=2)\n\n"
+        "    def forward(self, x):\n        return self.b(torch.relu(self.a(x)))\n\n\n"
+        "def get_inputs():\n    return [torch.randn(2, 3, 12, 12)]\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    cap = seed.capture(str(task), "default", device="cpu", conv_gemm=True)
+    assert cap["reformulated"] == ["conv2d -> im2col + GEMM"] and cap["conv_gemm"] is True  # 2 groups: left as is
+    src = seed.emit_candidate(task.read_text(), cap)
+    assert seed.CONV_GEMM_MARK in src[:2000] and is_compiler_seed(src) == "default"
+    assert seed.self_check(str(task), src, device="cpu", rtol=1e-5) is None

@@ -55,3 +55,22 @@ def test_matmul_features():
 
 def test_unparseable_source():
     assert "parse_error" in extract_features("def broken(:")
+
+
+def test_conv_dot_kernel_is_a_convolution_kernel_that_calls_dot():
+    conv = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def conv2d_kernel(x, w, y, K: tl.constexpr):
+    acc = tl.dot(tl.load(x), tl.load(w))
+    tl.store(y, acc)
+
+@triton.jit
+def triton_poi_fused_convolution_0(x, y):
+    tl.store(y, tl.load(x) + 1)
+"""
+    assert extract_features(conv)["conv_dot_kernel"] is True
+    pointwise_only = conv.replace("def conv2d_kernel", "def gemm_kernel")
+    assert extract_features(pointwise_only)["conv_dot_kernel"] is False  # a pointwise kernel named for a conv

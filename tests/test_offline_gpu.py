@@ -97,3 +97,17 @@ def test_transposed_convolution_gets_a_triton_template_seed(tmp_path):
     assert not triton_seed.capture["heavy_extern_calls"], triton_seed.capture["extern_calls"]
     r = run_review(task, triton_seed.source, tmp_path, "triton", device="cuda")
     assert r["status"] == "correct" and r["custom_kernel"], r.get("error_digest")
+
+
+def test_conv_gemm_recapture_of_a_resnet_block(tmp_path):
+    """The conv_gemm skill: the Triton-template seed's convolutions recaptured as im2col + GEMM."""
+    from kernelskill.nodes.transforms import CONV_TEMPLATE, applicable, apply
+
+    task = TASKS / "level3" / "03_resnet_basic_block.py"
+    seeds = {s.variant: s for s in compiler_seeds(Context(), str(task), tmp_path / "seeds")}
+    base = seeds["triton"].source
+    assert base and CONV_TEMPLATE.search(base) and applicable("conv_gemm", base) is None
+    [new], [note], problem = apply("conv_gemm", base, Context(), str(task), tmp_path)
+    assert not problem and "im2col + GEMM" in note and not CONV_TEMPLATE.search(new)
+    r = run_review(task, new, tmp_path, "gemm", device="cuda")
+    assert r["status"] == "correct" and r["custom_kernel"], r.get("error_digest")

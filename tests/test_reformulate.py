@@ -101,7 +101,8 @@ def test_template_forms_rewrites_a_dynamo_graph():
         torch.testing.assert_close(g, w)
 
 
-def test_inductor_compiles_the_rewritten_graph_on_the_cpu():
+@pytest.mark.parametrize("as_gemm", [False, True])
+def test_inductor_compiles_the_rewritten_graph_on_the_cpu(as_gemm):
     """aot_autograd traces through the replacement functions; Inductor lowers what they produce."""
     from torch._inductor.compile_fx import compile_fx
 
@@ -110,7 +111,7 @@ def test_inductor_compiles_the_rewritten_graph_on_the_cpu():
     x, y = torch.randn(2, 4, 10), torch.randn(2, 4, 5, 5)
 
     def backend(gm, example_inputs):
-        assert template_forms(gm)
+        assert template_forms(gm, as_gemm)
         return compile_fx(gm, example_inputs)
 
     torch._dynamo.reset()
@@ -119,3 +120,59 @@ def test_inductor_compiles_the_rewritten_graph_on_the_cpu():
         want = model(x, y)
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "shape,k,stride,padding,dilation",
+    [
+        ((2, 3, 9, 9), 3, 1, 1, 1),
+        ((2, 4, 11, 7), (3, 2), (2, 1), (1, 0), 1),
+        ((1, 2, 12, 12), 3, 2, 2, 2),
+        ((2, 5, 6, 6), 1, 1, 0, 1),
+        ((2, 3, 16, 16), 7, 2, 3, 1),
+    ],
+)
+def test_im2col_gemm_equals_conv2d(shape, k, stride, padding, dilation):
+    ks = k if isinstance(k, tuple) else (k, k)
+    x = torch.randn(*shape, dtype=torch.float64)
+    w = torch.randn(6, shape[1], *ks, dtype=torch.float64)
+    b = torch.randn(6, dtype=torch.float64)
+    want = torch.conv2d(x, w, b, stride, padding, dilation)
+    got = conv_for_template(x, w, b, stride, padding, dilation, 1, as_gemm=True)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want)
+
+
+def test_gemm_forms_of_one_dimensional_transposed_and_grouped_convolutions():
+    x1, w1 = torch.randn(2, 4, 15, dtype=torch.float64), torch.randn(5, 4, 3, dtype=torch.float64)
+    torch.testing.assert_close(
+        conv_for_template(x1, w1, None, 2, 1, 1, 1, as_gemm=True), torch.conv1d(x1, w1, None, 2, 1)
+    )
+    x, wt = torch.randn(2, 4, 5, 5, dtype=torch.float64), torch.randn(4, 3, 3, 3, dtype=torch.float64)
+    want = torch.conv_transpose2d(x, wt, None, 2, 1, 1)
+    torch.testing.assert_close(conv_transpose_as_conv(x, wt, None, 2, 1, 1, as_gemm=True), want)
+    wg = torch.randn(6, 2, 3, 3, dtype=torch.float64)  # two groups stay a convolution
+    torch.testing.assert_close(
+        conv_for_template(x, wg, None, 1, 1, 1, 2, as_gemm=True), torch.conv2d(x, wg, None, 1, 1, 1, 2)
+    )
+
+
+def test_gemm_forms_rewrite_every_single_group_conv2d_of_a_graph():
+    torch.manual_seed(0)
+    model = _Convs().double().eval()
+    x, y = torch.randn(2, 4, 10, dtype=torch.float64), torch.randn(2, 4, 5, 5, dtype=torch.float64)
+    seen: list[list[str]] = []
+
+    def backend(gm, example_inputs):
+        seen.append(template_forms(gm, as_gemm=True))
+        targets = {n.target for n in gm.graph.nodes if n.op == "call_function"}
+        assert not targets & {torch.conv1d, torch.conv2d, torch.conv_transpose1d, torch.conv_transpose2d}
+        return gm.forward
+
+    torch._dynamo.reset()
+    got = torch.compile(model, backend=backend, fullgraph=True)(x, y)
+    assert "conv2d -> im2col + GEMM" in seen[0]
+    assert "dilated conv2d -> dense kernel with zeros between taps; conv2d -> im2col + GEMM" in seen[0]
+    assert len(seen[0]) == 6
+    for g, w in zip(got, model(x, y), strict=True):
+        torch.testing.assert_close(g, w)
