@@ -18,9 +18,8 @@ is rewritten into forms the templates take:
 A dilated transposed or 1-D convolution gets both rewrites. With ``as_gemm`` (the ``conv_gemm``
 skill's recapture), every 2-D convolution of one group (1-D ones lifted, transposed ones stuffed
 first) becomes an explicit im2col gather (one copy kernel of ``kh * kw`` times the input) and one
-GEMM, so Inductor's matmul template does the math instead of its convolution template.
- Each form is exact up to floating-point
-summation order (tests compare them with PyTorch on the CPU).
+GEMM, so Inductor's matmul template does the math instead of its convolution template. Each form
+is exact up to floating-point summation order (tests compare them with PyTorch on the CPU).
 """
 
 from __future__ import annotations
