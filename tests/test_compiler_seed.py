@@ -140,10 +140,12 @@ def test_library_calls_anywhere_in_the_module_label_the_candidate():
 
 # ---- a real capture on the CPU backend (C++ kernels; the wiring is the same as on CUDA) ----------
 
-
-@pytest.mark.skipif(
+needs_cxx = pytest.mark.skipif(
     shutil.which("g++") is None and shutil.which("c++") is None, reason="Inductor's CPU backend needs a C++ compiler"
 )
+
+
+@needs_cxx
 def test_capture_and_emit_round_trip_on_cpu(tmp_path):
     task = tmp_path / "two_inputs.py"
     task.write_text(
@@ -312,9 +314,7 @@ def test_autotuning_variants_prune_configs_over_shared_memory():
     assert key not in seed.variant_patches("triton", object())
 
 
-@pytest.mark.skipif(
-    shutil.which("g++") is None and shutil.which("c++") is None, reason="Inductor's CPU backend needs a C++ compiler"
-)
+@needs_cxx
 def test_template_variants_capture_reformulated_convolutions(tmp_path, monkeypatch):
     """The Triton-template variants rewrite transposed / 1-D convolutions before Inductor sees them.
 
@@ -380,9 +380,7 @@ def test_conv_gemm_recaptures_a_seed_with_a_convolution_template(tmp_path, monke
     assert calls == [("triton_autotune", False, True)]  # the tuned recapture keeps the GEMM form
 
 
-@pytest.mark.skipif(
-    shutil.which("g++") is None and shutil.which("c++") is None, reason="Inductor's CPU backend needs a C++ compiler"
-)
+@needs_cxx
 def test_conv_gemm_capture_on_cpu(tmp_path):
     task = tmp_path / "block.py"
     task.write_text(

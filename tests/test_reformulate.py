@@ -76,28 +76,42 @@ class _Convs(nn.Module):
         return a.sum(-1), torch.nn.functional.conv_transpose2d(y, self.t2.weight, stride=2), b
 
 
-def test_template_forms_rewrites_a_dynamo_graph():
+STUFFED = "stride-1 convolution of the zero-stuffed input"
+FORMS = {
+    False: sorted(
+        ["conv1d -> conv2d", "dilated conv2d -> dense kernel with zeros between taps", f"conv_transpose1d -> {STUFFED}"]
+        + [f"conv_transpose2d -> {STUFFED}"] * 2
+    ),
+    True: sorted(
+        [
+            "conv1d -> conv2d (then im2col + GEMM if one group)",
+            "dilated conv2d -> dense kernel with zeros between taps; conv2d -> im2col + GEMM",
+            "conv2d -> im2col + GEMM",  # an ordinary conv2d: rewritten only for the GEMM form
+            f"conv_transpose1d -> {STUFFED} (then im2col + GEMM if one group)",
+        ]
+        + [f"conv_transpose2d -> {STUFFED} (then im2col + GEMM if one group)"] * 2
+    ),
+}
+
+
+@pytest.mark.parametrize("as_gemm", [False, True])
+def test_template_forms_rewrite_a_dynamo_graph(as_gemm):
     torch.manual_seed(0)
     model = _Convs().double().eval()
     x, y = torch.randn(2, 4, 10, dtype=torch.float64), torch.randn(2, 4, 5, 5, dtype=torch.float64)
     seen: list[list[str]] = []
 
     def backend(gm, example_inputs):
-        seen.append(template_forms(gm))
+        seen.append(template_forms(gm, as_gemm))
         targets = {n.target for n in gm.graph.nodes if n.op == "call_function"}
         assert not targets & {torch.conv1d, torch.conv_transpose1d, torch.conv_transpose2d}
-        assert torch.conv2d in targets  # an ordinary conv2d is left as it is
+        assert (torch.conv2d in targets) is not as_gemm  # an ordinary conv2d is left as it is without as_gemm
         return gm.forward
 
     torch._dynamo.reset()
     got = torch.compile(model, backend=backend, fullgraph=True)(x, y)
-    want = model(x, y)
-    assert seen and sorted(seen[0]) == sorted(
-        ["conv1d -> conv2d", "dilated conv2d -> dense kernel with zeros between taps"]
-        + ["conv_transpose1d -> stride-1 convolution of the zero-stuffed input"]
-        + ["conv_transpose2d -> stride-1 convolution of the zero-stuffed input"] * 2
-    )
-    for g, w in zip(got, want, strict=True):
+    assert seen and sorted(seen[0]) == FORMS[as_gemm]
+    for g, w in zip(got, model(x, y), strict=True):
         torch.testing.assert_close(g, w)
 
 
@@ -155,24 +169,3 @@ def test_gemm_forms_of_one_dimensional_transposed_and_grouped_convolutions():
     torch.testing.assert_close(
         conv_for_template(x, wg, None, 1, 1, 1, 2, as_gemm=True), torch.conv2d(x, wg, None, 1, 1, 1, 2)
     )
-
-
-def test_gemm_forms_rewrite_every_single_group_conv2d_of_a_graph():
-    torch.manual_seed(0)
-    model = _Convs().double().eval()
-    x, y = torch.randn(2, 4, 10, dtype=torch.float64), torch.randn(2, 4, 5, 5, dtype=torch.float64)
-    seen: list[list[str]] = []
-
-    def backend(gm, example_inputs):
-        seen.append(template_forms(gm, as_gemm=True))
-        targets = {n.target for n in gm.graph.nodes if n.op == "call_function"}
-        assert not targets & {torch.conv1d, torch.conv2d, torch.conv_transpose1d, torch.conv_transpose2d}
-        return gm.forward
-
-    torch._dynamo.reset()
-    got = torch.compile(model, backend=backend, fullgraph=True)(x, y)
-    assert "conv2d -> im2col + GEMM" in seen[0]
-    assert "dilated conv2d -> dense kernel with zeros between taps; conv2d -> im2col + GEMM" in seen[0]
-    assert len(seen[0]) == 6
-    for g, w in zip(got, model(x, y), strict=True):
-        torch.testing.assert_close(g, w)
