@@ -6,6 +6,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import sys
 import threading
 import time
@@ -340,7 +341,16 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def test_ctrl_c_leaves_a_resumable_run(tmp_path):
+@pytest.fixture
+def python_sigint():
+    """Python's own SIGINT handler for the test: ``interrupt_main()`` does nothing while SIGINT is ignored,
+    as it is for a shell's background job (found running the suite under ``nohup ... &``)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_leaves_a_resumable_run(tmp_path, python_sigint):
     tasks = tmp_path / "tasks"
     for name in ("a", "b", "c"):
         make_task(tasks, name)
