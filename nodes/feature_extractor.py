@@ -50,6 +50,10 @@ def _block_literals(tree: ast.AST) -> list[int]:
     return sizes
 
 
+def _is_dot(call: str) -> bool:
+    return call == "tl.dot" or call.endswith(".dot")
+
+
 def extract_features(source: str) -> dict[str, Any]:
     """Static features of a candidate module (see ``skills_kb.schema.FEATURES``)."""
     try:
@@ -108,9 +112,9 @@ def extract_features(source: str) -> dict[str, Any]:
                 1 for b in ast.walk(fn) if isinstance(b, ast.BinOp) and isinstance(b.op, ast.MatMult)
             )
     blocks = _block_literals(tree)
-    uses_dot = any(c == "tl.dot" or c.endswith(".dot") for c in all_calls)
+    uses_dot = any(map(_is_dot, all_calls))
     conv_dot = any(
-        "conv" in k.name.lower() and any(c == "tl.dot" or c.endswith(".dot") for c in calls)
+        "conv" in k.name.lower() and any(map(_is_dot, calls))
         for k, calls in zip(kernels, calls_per_kernel, strict=True)
     )
     has_reduction = any(c.startswith("tl.") and c.rsplit(".", 1)[-1] in _REDUCTIONS for c in all_calls)

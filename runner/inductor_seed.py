@@ -65,10 +65,11 @@ def variant_patches(variant: str, inductor_config: Any) -> dict[str, Any]:
     """Inductor config patches of one capture variant.
 
     Autotuning variants drop GEMM configs whose shared-memory estimate exceeds the device's limit
-    before benchmarking them: Inductor keeps them by default and each fails only after a full compile.
-    Measured on an H200 (level-3 LSTM, fp32): 4 such configs made every autotune of one
-    512x512x2048 mm take ~29 s instead of 0.35 s, and the capture ran out of its time limit. The
-    option is missing from older Inductor versions, which are left as they are.
+    before benchmarking them: Inductor keeps them by default and each fails only after a full compile
+    (level-3 LSTM, fp32, on an H200: 4 such configs per autotune, out-of-resource errors in the log).
+    Pruning them removed those errors but not the LSTM capture's 18-30 s autotunes, whose cause is
+    still unknown (docs/benchmarks.md, session 5). The option is missing from older Inductor
+    versions, which are left as they are.
     """
     patches = {**VARIANTS[variant], "fx_graph_cache": False}
     if patches.get("max_autotune") and hasattr(inductor_config, "max_autotune_prune_choices_based_on_shared_mem"):
