@@ -2,9 +2,10 @@
 
 Each variant is captured in its own child process (TorchInductor compiles and runs the reference on
 the GPU) with ``Context.seed_timeout_s`` as its limit. ``default`` is what ``torch.compile`` makes;
-when its main work stays in a library call (cuBLAS / cuDNN through ``extern_kernels``), the
-``triton`` variant asks Inductor for Triton GEMM / convolution templates so that a custom-kernel
-candidate exists too. ``autotune`` (max-autotune + coordinate-descent tuning) is the
+when its main work stays in a library call (cuBLAS / cuDNN through ``extern_kernels``), or all of
+it in ATen fallbacks, the ``triton`` variant asks Inductor for Triton GEMM / convolution templates,
+with ops rewritten first into forms Inductor makes Triton kernels of (``runner/reformulate.py``), so
+that a custom-kernel candidate exists too. ``autotune`` (max-autotune + coordinate-descent tuning) is the
 ``autotune_sweep`` skill applied to a compiler seed (``nodes/transforms.py``).
 """
 
@@ -41,8 +42,14 @@ class SeedOutcome:
 
     @property
     def needs_custom_variant(self) -> bool:
-        """No seed, or one whose main work is a library call: the ``triton`` variant is wanted."""
-        return not self.ok or bool(self.capture.get("heavy_extern_calls"))
+        """No seed, one whose main work is a library call, or one of library calls only: ``triton`` is wanted.
+
+        The last case is an op Inductor leaves to ATen for some shapes (e.g. an adaptive pooling with
+        windows over 5x5); the ``triton`` capture rewrites such ops first (``runner/reformulate.py``).
+        """
+        if not self.ok or self.capture.get("heavy_extern_calls"):
+            return True
+        return bool(self.capture.get("extern_calls")) and "async_compile.triton(" not in self.source
 
     def note(self) -> str:
         """One line for the candidate's note or the run's progress."""

@@ -298,7 +298,7 @@ def capture(
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.utils import run_and_get_code
 
-    from .reformulate import template_forms
+    from .reformulate import triton_forms
     from .taskfile import load_task_module
 
     if variant not in VARIANTS:
@@ -312,7 +312,7 @@ def capture(
 
     def backend(gm: Any, example_inputs: Any) -> Any:
         if variant in TEMPLATE_VARIANTS or conv_gemm:
-            forms.extend(template_forms(gm, as_gemm=conv_gemm))
+            forms.extend(triton_forms(gm, as_gemm=conv_gemm))
         phs = []
         for node in gm.graph.find_nodes(op="placeholder"):
             value = node.meta.get("example_value")

@@ -1,9 +1,9 @@
-"""Equivalent forms of convolutions that Inductor's Triton templates do not cover.
+"""Equivalent forms of ops that Inductor hands to a library or covers with a slow template.
 
 Inductor generates Triton kernels (templates) for 2-D and 3-D convolutions with unit dilation; a 1-D
 convolution or a transposed one stays a cuDNN call (``extern_kernels.convolution``), so a compiler seed
-of such a task is "correct, main work not custom". Before the Triton-template capture, the Dynamo graph
-is rewritten into forms the templates take:
+of such a task is "correct, main work not custom". Before a Triton-template capture, the Dynamo graph
+is rewritten into forms Inductor generates Triton kernels for (:func:`triton_forms`):
 
 - ``conv1d`` -> ``conv2d`` over a height-1 view (input ``(N, C, 1, L)``, weight ``(O, I, 1, k)``);
 - a dilated ``conv2d`` / ``conv3d`` (the templates take unit dilation only) -> the same convolution
@@ -13,7 +13,17 @@ is rewritten into forms the templates take:
   negative) on each side plus ``output_padding`` at the end, and the weight's in/out channels swapped
   per group and its taps flipped. It does ``s^d`` times the multiply-adds of the transposed
   convolution (3/4 of them on zeros for ``s = 2`` in 2-D): the reviewer times it against the cuDNN
-  seed and the record says which is faster.
+  seed and the record says which is faster;
+- a grouped convolution whose reduction is short (input channels per group x kernel taps at most
+  :data:`DIRECT_MAX_TERMS`, e.g. a depthwise 3x3 or 7x7) -> a sum of shifted, strided slices of the
+  padded input times per-channel weights (:func:`grouped_direct`), which Inductor fuses into one
+  elementwise kernel. The convolution template runs a grouped convolution one group at a time with
+  output tiles far wider than the group (a depthwise 3x3 of 128 channels on an H200: 193 ms against
+  cuDNN's 1.26 ms), and the GEMM forms need one group;
+- ``adaptive_avg_pool1d`` / ``adaptive_avg_pool2d``, which Inductor leaves to ATen when a pooling
+  window is larger than 5x5 -> a mean over reshaped windows (sizes that divide) or PyTorch's own
+  decomposition (uneven, overlapping windows: a masked sum over gathered windows), both lowered by
+  Inductor to a reduction kernel (:func:`adaptive_avg_pool_decomposed`).
 
 A dilated transposed or 1-D convolution gets both rewrites. With ``as_gemm`` (the ``conv_gemm``
 skill's recapture), every 2-D convolution of one group (1-D ones lifted, transposed ones stuffed
@@ -24,6 +34,8 @@ is exact up to floating-point summation order (tests compare them with PyTorch o
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,6 +45,7 @@ import torch.nn.functional as F
 _CONV = {1: torch.conv1d, 2: torch.conv2d, 3: torch.conv3d}
 _TRANSPOSED = {torch.conv_transpose1d: 1, torch.conv_transpose2d: 2, torch.conv_transpose3d: 3}
 _TRANSPOSED_BY_N = {n: f for f, n in _TRANSPOSED.items()}
+DIRECT_MAX_TERMS = 64  # a grouped convolution of at most this many (channel, tap) products per output: direct form
 
 
 def _tuple(value: int | Sequence[int], n: int) -> tuple[int, ...]:
@@ -53,12 +66,15 @@ def conv_for_template(
 ) -> torch.Tensor:
     """``torch.conv{1,2,3}d`` (same arguments, same result) with unit dilation, in 2-D or 3-D.
 
-    Dilation becomes a zero-stuffed kernel; a 1-D convolution runs as a ``conv2d`` of height 1;
-    ``as_gemm``: a 2-D one of one group runs as im2col + GEMM (:func:`im2col_gemm`).
+    A grouped one with a short reduction runs as a sum of shifted inputs (:func:`grouped_direct`);
+    otherwise dilation becomes a zero-stuffed kernel; a 1-D convolution runs as a ``conv2d`` of
+    height 1; ``as_gemm``: a 2-D one of one group runs as im2col + GEMM (:func:`im2col_gemm`).
     """
     n = weight.dim() - 2
     if isinstance(padding, str) or input.dim() != n + 2:
         return _CONV[n](input, weight, bias, stride, padding, dilation, groups)
+    if direct_form(weight.shape, groups):
+        return grouped_direct(input, weight, bias, stride, padding, dilation, groups)
     weight = _dilate(weight, _tuple(dilation, n))
     if n == 1:
         (s,), (p,) = _tuple(stride, 1), _tuple(padding, 1)
@@ -67,6 +83,73 @@ def conv_for_template(
     if as_gemm and n == 2 and groups == 1:
         return im2col_gemm(input, weight, bias, _tuple(stride, 2), _tuple(padding, 2))
     return _CONV[n](input, weight, bias, stride, padding, 1, groups)
+
+
+def direct_form(weight_shape: Sequence[int], groups: int) -> bool:
+    """True for a grouped convolution whose outputs each sum at most :data:`DIRECT_MAX_TERMS` products."""
+    return groups > 1 and math.prod(weight_shape[1:]) <= DIRECT_MAX_TERMS
+
+
+def grouped_direct(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: int | Sequence[int],
+    padding: int | Sequence[int],
+    dilation: int | Sequence[int],
+    groups: int,
+) -> torch.Tensor:
+    """``torch.conv{1,2,3}d`` as a sum over (input channel of the group, kernel tap) of weighted input slices.
+
+    Output channel ``j * m + r`` of group ``j`` (``m`` outputs per group) is the sum, over the group's
+    input channels ``c`` and taps ``t``, of the padded input's channel ``j * cg + c`` sliced at offset
+    ``t * dilation`` with step ``stride``, times ``weight[j * m + r, c, t]``. Every term is elementwise,
+    so Inductor fuses the whole sum (and the padding, as masked loads) into one kernel.
+    """
+    n = weight.dim() - 2
+    s, p, d = _tuple(stride, n), _tuple(padding, n), _tuple(dilation, n)
+    o, cg, k = weight.shape[0], weight.shape[1], weight.shape[2:]
+    m = o // groups
+    if any(p):
+        input = F.pad(input, [q for i in reversed(range(n)) for q in (p[i], p[i])])
+    batch, size = input.shape[0], input.shape[2:]
+    out = [(size[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(n)]
+    x = input.reshape(batch, groups, 1, cg, *size)
+    w = weight.reshape(groups, m, cg, *k)
+    acc: torch.Tensor | None = None
+    every: tuple[slice, ...] = (slice(None),) * 2
+    for c in range(cg):
+        for tap in itertools.product(*(range(ki) for ki in k)):
+            window = tuple(slice(t * d[i], t * d[i] + s[i] * (out[i] - 1) + 1, s[i]) for i, t in enumerate(tap))
+            x_index: tuple[slice | int, ...] = (*every, slice(None), c, *window)
+            w_index: tuple[slice | int, ...] = (*every, c, *tap)
+            term = x[x_index] * w[w_index].reshape(1, groups, m, *([1] * n))
+            acc = term if acc is None else acc + term
+    assert acc is not None
+    result = acc.reshape(batch, o, *out)
+    return result if bias is None else result + bias.reshape(1, o, *([1] * n))
+
+
+def adaptive_avg_pool_decomposed(input: torch.Tensor, output_size: Any) -> torch.Tensor:
+    """``F.adaptive_avg_pool2d`` (same arguments, same result) in ops that Inductor lowers to its own kernels.
+
+    Sizes that divide evenly: a mean over the windows of a reshaped view; otherwise PyTorch's own
+    decomposition of ``aten._adaptive_avg_pool2d`` (a masked sum over gathered, clamped windows).
+    """
+    from torch._decomp.decompositions import adaptive_avg_pool2d as decomposition
+
+    sizes = list(output_size) if isinstance(output_size, (tuple, list)) else [output_size] * 2
+    oh, ow = (input.shape[i - 2] if o is None else int(o) for i, o in enumerate(sizes))
+    h, w = input.shape[-2:]
+    if h % oh == 0 and w % ow == 0:
+        return input.reshape(*input.shape[:-2], oh, h // oh, ow, w // ow).mean(dim=(-3, -1))
+    return decomposition(input, (oh, ow))
+
+
+def adaptive_avg_pool1d_decomposed(input: torch.Tensor, output_size: Any) -> torch.Tensor:
+    """``torch.adaptive_avg_pool1d`` as a 2-D adaptive pooling of height 1."""
+    size = output_size[0] if isinstance(output_size, (tuple, list)) else output_size
+    return adaptive_avg_pool_decomposed(input.unsqueeze(-2), (1, size)).squeeze(-2)
 
 
 def im2col_gemm(
@@ -147,12 +230,38 @@ def _static_arg(node: Any, index: int, name: str, default: Any) -> Any:
     return node.args[index] if len(node.args) > index else node.kwargs.get(name, default)
 
 
-def template_forms(gm: Any, as_gemm: bool = False) -> list[str]:
-    """Rewrite the convolutions of a Dynamo FX graph module in place; returns what was rewritten.
+def _weight_shape(node: Any) -> tuple[int, ...] | None:
+    """The static shape of a convolution node's weight (Dynamo's example value), when known."""
+    value = node.args[1].meta.get("example_value") if len(node.args) > 1 and hasattr(node.args[1], "meta") else None
+    try:
+        return tuple(int(v) for v in value.shape) if value is not None else None
+    except TypeError:  # symbolic sizes
+        return None
 
-    A ``conv2d`` / ``conv3d`` is rewritten only when its dilation is (statically) above 1, or, with
-    ``as_gemm``, a ``conv2d`` of (statically) one group. ``as_gemm`` turns every rewritten 2-D
-    convolution of one group into im2col + GEMM.
+
+def _conv_form(node: Any, as_gemm: bool) -> str:
+    """What rewriting ``conv2d`` / ``conv3d`` ``node`` into :func:`conv_for_template` does ('' for nothing)."""
+    name, groups = node.target.__name__, _static_arg(node, 6, "groups", 1)
+    shape = _weight_shape(node)
+    if isinstance(groups, int) and groups > 1 and shape is not None and direct_form(shape, groups):
+        return f"grouped {name} -> sum of shifted inputs ({math.prod(shape[1:])} products per output)"
+    what = ""
+    dilation = _static_arg(node, 5, "dilation", 1)
+    if isinstance(dilation, (int, tuple, list)) and any(int(d) > 1 for d in _tuple(dilation, 1)):
+        what = f"dilated {name} -> dense kernel with zeros between taps"
+    if as_gemm and node.target is torch.conv2d and groups == 1:
+        what = f"{what}; " if what else ""
+        what += "conv2d -> im2col + GEMM"
+    return what
+
+
+def triton_forms(gm: Any, as_gemm: bool = False) -> list[str]:
+    """Rewrite the ops of a Dynamo FX graph module in place into forms Inductor makes Triton kernels of.
+
+    Returns what was rewritten. A ``conv2d`` / ``conv3d`` is rewritten when it is grouped with a
+    short reduction (static weight shape), its dilation is (statically) above 1, or, with ``as_gemm``,
+    it is a ``conv2d`` of (statically) one group; ``as_gemm`` turns every rewritten 2-D convolution of
+    one group into im2col + GEMM. Adaptive average poolings are always decomposed.
     """
     done: list[str] = []
     for node in gm.graph.nodes:
@@ -160,12 +269,7 @@ def template_forms(gm: Any, as_gemm: bool = False) -> list[str]:
             continue
         target, what = node.target, ""
         if target in (torch.conv2d, torch.conv3d):
-            dilation = _static_arg(node, 5, "dilation", 1)
-            if isinstance(dilation, (int, tuple, list)) and any(int(d) > 1 for d in _tuple(dilation, 1)):
-                what = f"dilated {target.__name__} -> dense kernel with zeros between taps"
-            if as_gemm and target is torch.conv2d and _static_arg(node, 6, "groups", 1) == 1:
-                what = f"{what}; " if what else ""
-                what += "conv2d -> im2col + GEMM"
+            what = _conv_form(node, as_gemm)
             if what:
                 node.target = conv_for_template
         elif target is torch.conv1d:
@@ -173,8 +277,13 @@ def template_forms(gm: Any, as_gemm: bool = False) -> list[str]:
         elif target in _TRANSPOSED:
             node.target = conv_transpose_as_conv
             what = f"conv_transpose{_TRANSPOSED[target]}d -> stride-1 convolution of the zero-stuffed input"
+        elif target is F.adaptive_avg_pool2d or target is torch.adaptive_avg_pool1d:
+            two_d = target is F.adaptive_avg_pool2d
+            node.target = adaptive_avg_pool_decomposed if two_d else adaptive_avg_pool1d_decomposed
+            done.append(f"adaptive_avg_pool{2 if two_d else 1}d -> window means / masked sums")
+            continue
         if what:
-            if as_gemm:
+            if as_gemm and "shifted" not in what:
                 node.kwargs = {**node.kwargs, "as_gemm": True}
                 what += "" if "GEMM" in what else " (then im2col + GEMM if one group)"
             done.append(what)

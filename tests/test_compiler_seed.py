@@ -351,6 +351,16 @@ def test_seed_note_names_library_work_and_reformulations():
     assert "reformulated" not in SeedOutcome("default", source="x", capture={}).note()
 
 
+def test_a_seed_of_library_calls_only_asks_for_the_triton_variant():
+    triton = 'x = async_compile.triton("k", """...""")\n'
+    assert SeedOutcome("default", error="boom").needs_custom_variant
+    assert SeedOutcome("default", source=triton, capture={"heavy_extern_calls": ["mm"]}).needs_custom_variant
+    fallback = {"extern_calls": ["_adaptive_avg_pool2d"], "heavy_extern_calls": []}
+    assert SeedOutcome("default", source="buf0 = aten._adaptive_avg_pool2d(x)\n", capture=fallback).needs_custom_variant
+    assert not SeedOutcome("default", source=triton, capture=fallback).needs_custom_variant  # has its own kernels
+    assert not SeedOutcome("default", source=triton, capture={"extern_calls": []}).needs_custom_variant
+
+
 def test_conv_gemm_recaptures_a_seed_with_a_convolution_template(tmp_path, monkeypatch):
     import kernelskill.nodes.transforms as transforms
 
@@ -392,7 +402,11 @@ def test_conv_gemm_capture_on_cpu(tmp_path):
         "def get_init_inputs():\n    return []\n"
     )
     cap = seed.capture(str(task), "default", device="cpu", conv_gemm=True)
-    assert cap["reformulated"] == ["conv2d -> im2col + GEMM"] and cap["conv_gemm"] is True  # 2 groups: left as is
+    assert cap["reformulated"] == [  # 2 groups of 4 channels: not a GEMM, 36 products: the direct form
+        "conv2d -> im2col + GEMM",
+        "grouped conv2d -> sum of shifted inputs (36 products per output)",
+    ]
+    assert cap["conv_gemm"] is True
     src = seed.emit_candidate(task.read_text(), cap)
     assert seed.CONV_GEMM_MARK in src[:2000] and is_compiler_seed(src) == "default"
     assert seed.self_check(str(task), src, device="cpu", rtol=1e-5) is None

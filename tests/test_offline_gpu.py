@@ -99,6 +99,28 @@ def test_transposed_convolution_gets_a_triton_template_seed(tmp_path):
     assert r["status"] == "correct" and r["custom_kernel"], r.get("error_digest")
 
 
+@pytest.mark.parametrize(
+    "task_file,form",
+    [
+        ("level1/46_depthwise_conv2d.py", "grouped conv2d -> sum of shifted inputs"),
+        ("level1/42_adaptive_avg_pool2d.py", "adaptive_avg_pool2d -> window means / masked sums"),
+    ],
+)
+def test_library_only_ops_get_a_fused_triton_seed(tmp_path, task_file, form):
+    """A depthwise convolution (cuDNN in the default seed, one group at a time in the conv template) and
+    an adaptive pooling with windows over 5x5 (an ATen fallback) become Inductor's own fused kernels."""
+    task = TASKS / task_file
+    seeds = {s.variant: s for s in compiler_seeds(Context(), str(task), tmp_path / "seeds")}
+    assert seeds["default"].needs_custom_variant, "the default seed has its own kernels now: the test lost its point"
+    triton_seed = seeds["triton"]
+    assert triton_seed.ok, triton_seed.error
+    assert any(f.startswith(form) for f in triton_seed.capture["reformulated"]), triton_seed.capture["reformulated"]
+    assert not triton_seed.capture["extern_calls"], triton_seed.capture["extern_calls"]
+    r = run_review(task, triton_seed.source, tmp_path, "triton", device="cuda")
+    assert r["status"] == "correct" and r["custom_kernel"], r.get("error_digest")
+    assert r["timing_kind"] == "cuda_events"
+
+
 def test_conv_gemm_recapture_of_a_resnet_block(tmp_path):
     """The conv_gemm skill: the Triton-template seed's convolutions recaptured as im2col + GEMM."""
     from kernelskill.nodes.transforms import CONV_TEMPLATE, applicable, apply

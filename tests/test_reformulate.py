@@ -1,12 +1,20 @@
-"""Convolution forms for Inductor's Triton templates (runner/reformulate.py): exact on the CPU."""
+"""Forms of convolutions and adaptive poolings that Inductor makes Triton kernels of (runner/reformulate.py)."""
 
 import itertools
 
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
-from kernelskill.runner.reformulate import conv_for_template, conv_transpose_as_conv, template_forms
+from kernelskill.runner.reformulate import (
+    DIRECT_MAX_TERMS,
+    adaptive_avg_pool1d_decomposed,
+    adaptive_avg_pool_decomposed,
+    conv_for_template,
+    conv_transpose_as_conv,
+    triton_forms,
+)
 
 TRANSPOSED = {1: torch.conv_transpose1d, 2: torch.conv_transpose2d, 3: torch.conv_transpose3d}
 
@@ -95,14 +103,14 @@ FORMS = {
 
 
 @pytest.mark.parametrize("as_gemm", [False, True])
-def test_template_forms_rewrite_a_dynamo_graph(as_gemm):
+def test_triton_forms_rewrite_a_dynamo_graph(as_gemm):
     torch.manual_seed(0)
     model = _Convs().double().eval()
     x, y = torch.randn(2, 4, 10, dtype=torch.float64), torch.randn(2, 4, 5, 5, dtype=torch.float64)
     seen: list[list[str]] = []
 
     def backend(gm, example_inputs):
-        seen.append(template_forms(gm, as_gemm))
+        seen.append(triton_forms(gm, as_gemm))
         targets = {n.target for n in gm.graph.nodes if n.op == "call_function"}
         assert not targets & {torch.conv1d, torch.conv_transpose1d, torch.conv_transpose2d}
         assert (torch.conv2d in targets) is not as_gemm  # an ordinary conv2d is left as it is without as_gemm
@@ -125,7 +133,7 @@ def test_inductor_compiles_the_rewritten_graph_on_the_cpu(as_gemm):
     x, y = torch.randn(2, 4, 10), torch.randn(2, 4, 5, 5)
 
     def backend(gm, example_inputs):
-        assert template_forms(gm, as_gemm)
+        assert triton_forms(gm, as_gemm)
         return compile_fx(gm, example_inputs)
 
     torch._dynamo.reset()
@@ -169,3 +177,73 @@ def test_gemm_forms_of_one_dimensional_transposed_and_grouped_convolutions():
     torch.testing.assert_close(
         conv_for_template(x, wg, None, 1, 1, 1, 2, as_gemm=True), torch.conv2d(x, wg, None, 1, 1, 1, 2)
     )
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_grouped_convolutions_with_short_reductions_as_sums_of_shifted_inputs(n):
+    """Depthwise, channel multipliers and a few channels per group; every stride / padding / dilation."""
+    g = torch.Generator().manual_seed(n)
+    size, conv, checked = (7 if n < 3 else 5), {1: torch.conv1d, 2: torch.conv2d, 3: torch.conv3d}[n], 0
+    for (groups, per_out, per_in), k, stride, pad, dil in itertools.product(
+        [(4, 1, 1), (4, 2, 1), (2, 1, 2), (2, 3, 2)], [1, 3], [1, 2], [0, 1, 2], [1, 2]
+    ):
+        if size + 2 * pad - dil * (k - 1) < 1:
+            continue
+        x = torch.randn(2, groups * per_in, *([size] * n), generator=g, dtype=torch.float64)
+        w = torch.randn(groups * per_out, per_in, *([k] * n), generator=g, dtype=torch.float64)
+        b = torch.randn(groups * per_out, generator=g, dtype=torch.float64)
+        want = conv(x, w, b, stride, pad, dil, groups)
+        torch.testing.assert_close(conv_for_template(x, w, b, stride, pad, dil, groups), want)
+        checked += 1
+    assert checked > 80
+
+
+def test_adaptive_average_pooling_in_reducible_ops_equals_pytorch():
+    x = torch.randn(2, 3, 50, 50, dtype=torch.float64)
+    for size in [7, 5, 1, 50, (3, None), (25, 10), (64, 3)]:  # uneven, even, global, identity, kept, mixed, upsampling
+        torch.testing.assert_close(adaptive_avg_pool_decomposed(x, size), F.adaptive_avg_pool2d(x, size))
+    torch.testing.assert_close(adaptive_avg_pool_decomposed(x[0], 7), F.adaptive_avg_pool2d(x[0], 7))  # no batch
+    x1 = torch.randn(2, 3, 17, dtype=torch.float64)
+    for size in [4, 17, 1, (5,)]:
+        torch.testing.assert_close(adaptive_avg_pool1d_decomposed(x1, size), torch.adaptive_avg_pool1d(x1, size))
+
+
+class _Grouped(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.depthwise = nn.Conv2d(8, 8, 7, padding=3, groups=8)  # 49 products per output
+        self.grouped = nn.Conv2d(8, 16, 3, padding=1, groups=2)  # 4 x 9 = 36
+        self.long = nn.Conv2d(16, 16, 3, padding=1, groups=2)  # 8 x 9 = 72: left as is
+        self.pool, self.pool1 = nn.AdaptiveAvgPool2d(5), nn.AdaptiveAvgPool1d(3)
+
+    def forward(self, x):
+        y = self.long(self.grouped(self.depthwise(x)))
+        return self.pool(y), self.pool1(y.flatten(2))
+
+
+def test_triton_forms_rewrite_short_grouped_convolutions_and_adaptive_pools():
+    from torch._inductor.compile_fx import compile_fx
+
+    torch.manual_seed(0)
+    model, x = _Grouped().eval(), torch.randn(2, 8, 17, 17)
+    assert 8 * 9 > DIRECT_MAX_TERMS
+    seen: list[list[str]] = []
+
+    def backend(gm, example_inputs):
+        seen.append(triton_forms(gm))
+        targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+        assert targets.count(torch.conv2d) == 1 and F.adaptive_avg_pool2d not in targets
+        return compile_fx(gm, example_inputs)
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model, backend=backend, fullgraph=True)(x)
+        want = model(x)
+    assert seen and sorted(seen[0]) == [
+        "adaptive_avg_pool1d -> window means / masked sums",
+        "adaptive_avg_pool2d -> window means / masked sums",
+        "grouped conv2d -> sum of shifted inputs (36 products per output)",
+        "grouped conv2d -> sum of shifted inputs (49 products per output)",
+    ]
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
