@@ -9,7 +9,7 @@ Each transform implements the method of the skill cards that name it (``transfor
 - ``autotune_sweep`` (cards ``autotune-configs``, ``block-size-num-warps``): for a compiler seed,
   TorchInductor's own sweep (max-autotune over GEMM/convolution templates plus coordinate-descent
   tuning of every kernel's block sizes, ``num_warps`` and ``num_stages``), captured as a new seed;
-  a compiler seed whose dots were moved to ``tf32x3`` / ``tf32`` is recaptured with TF32 matmuls
+  a compiler seed whose dots were moved to ``tf32x3`` / ``tf32`` / ``tf32r`` is recaptured with TF32 matmuls
   allowed (Inductor then autotunes its templates for tensor-core products) and given its
   precision back; for a hand-written candidate, one-knob-at-a-time neighbours of each launch's constexpr tile sizes
   and ``num_warps`` / ``num_stages`` (``nodes/sweep.py``), every variant reviewed.
@@ -18,8 +18,9 @@ Each transform implements the method of the skill cards that name it (``transfor
   Inductor's matmul template does their math; the parent's dot precision is kept as for
   ``autotune_sweep``, and a later ``autotune_sweep`` keeps the form.
 - ``dot_precision`` (card ``dot-input-precision``): every fp32 ``tl.dot`` kept off tensor cores
-  (``input_precision="ieee"`` / ``allow_tf32=False``) rewritten to ``"tf32x3"`` and, as a second
-  variant, ``"tf32"`` (``runner/dot_precision.py``); the reviewer keeps the fastest one that is correct.
+  (``input_precision="ieee"`` / ``allow_tf32=False``) rewritten to ``"tf32x3"`` and, as further
+  variants, ``"tf32"`` and ``"tf32"`` of operands rounded to nearest (``tf32r``; ``runner/dot_precision.py``);
+  the reviewer keeps the fastest one that is correct.
 
 The reviewer judges every result like any other candidate; a transform only proposes.
 """

@@ -4,7 +4,12 @@ A ``tl.dot`` over fp32 tiles with ``input_precision="ieee"`` (or ``allow_tf32=Fa
 TorchInductor's GEMM and convolution templates pass unless ``torch.backends.cuda.matmul.allow_tf32``
 is set) runs on the CUDA cores. ``"tf32x3"`` splits each operand into a TF32 high part and a TF32
 low part and sums three tensor-core products (the 3xTF32 method), close to fp32 accuracy;
-``"tf32"`` is one tensor-core product with a 10-bit mantissa. This module rewrites the source text
+``"tf32"`` is one tensor-core product with a 10-bit mantissa; Triton feeds the fp32 operands to the
+tensor cores as they are, so their low 13 mantissa bits are dropped (truncation, biased toward zero:
+triton-lang/triton#4574), where cuDNN and cuBLAS round. ``"tf32r"`` (:data:`ROUNDED`) is ``"tf32"``
+with each operand first rounded to the nearest TF32 value in the kernel (ties away from zero, as
+PTX's ``cvt.rna.tf32.f32``; infinities and NaNs kept), so its error is that of a library's TF32
+product rather than a larger, one-sided one. This module rewrites the source text
 of every such call (kernels written in the module and kernels passed as strings to
 ``async_compile.triton`` alike), one variant per precision; the reviewer decides which variant is
 still correct, so a plain ``tf32`` variant only survives where the reference itself is no more
@@ -19,9 +24,12 @@ Kernels over fp16 / bf16 data are left alone (input precision only concerns fp32
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-PRECISIONS = ("tf32x3", "tf32")
+ROUNDED = "tf32r"
+PRECISIONS = ("tf32x3", "tf32", ROUNDED)
+TF32 = {"tf32", ROUNDED}  # one tensor-core product per tile: not fp32-exact (label tf32_dot)
+_ROUND_MASK = "0xFFFFE000"  # keeps sign, exponent and TF32's 10 mantissa bits
 _DOT = re.compile(r"\btl\.dot\(")
 _HALF = re.compile(
     r"'\*(fp16|bf16)'|\btl\.(float16|bfloat16)\b|\btorch\.(float16|bfloat16|half)\b|\.(half|bfloat16)\(\)"
@@ -76,7 +84,8 @@ def _precision(args: list[str], text: str) -> str:
             continue
         key, value = key.strip(), _resolve(value.strip(), text)
         if key == "input_precision":
-            return value.strip("'\"").lower()
+            name = value.strip("'\"").lower()
+            return ROUNDED if name == "tf32" and args and _ROUND_MASK in args[0] else name
         if key == "allow_tf32":
             return "ieee" if value in ("False", "0") else "tf32" if value in ("True", "1") else "unknown"
     return "default"
@@ -109,12 +118,39 @@ def count_exact_dots(source: str) -> int:
     return sum(p == "ieee" for *_, p in _fp32_dots(source))
 
 
+def tf32_rounded(operand: str) -> str:
+    """A Triton expression: the fp32 tile ``operand`` rounded to the nearest TF32 values (ties away from zero).
+
+    Adding half a unit of the last kept place to the bits and clearing the 13 dropped ones rounds the
+    magnitude (a carry into the exponent is the correct rounding up); exponent-all-ones values
+    (infinities, NaNs) are kept. ``operand`` is evaluated twice: a name in the kernels this rewrites.
+    """
+    x = operand if re.fullmatch(r"[A-Za-z_][\w.]*", operand) else f"({operand})"
+    bits = f"{x}.to(tl.uint32, bitcast=True)"
+    return (
+        f"tl.where(({bits} & 0x7F800000) == 0x7F800000, {x}, "
+        f"(({bits} + 0x1000) & {_ROUND_MASK}).to(tl.float32, bitcast=True))"
+    )
+
+
+def _keyword_or_value(arg: str, wrap: Callable[[str], str]) -> str:
+    """``wrap`` applied to a call argument's value (``input=a`` -> ``input=wrap(a)``, ``a`` -> ``wrap(a)``)."""
+    m = re.fullmatch(r"([A-Za-z_]\w*)\s*=(?!=)\s*(.+)", arg, re.S)
+    return f"{m.group(1)}={wrap(m.group(2))}" if m else wrap(arg)
+
+
 def with_precision(source: str, precision: str, among: tuple[str, ...] = ("ieee",)) -> str:
-    """``source`` with every fp32 ``tl.dot`` whose precision is in ``among`` set to ``input_precision=precision``."""
+    """``source`` with every fp32 ``tl.dot`` whose precision is in ``among`` set to ``input_precision=precision``.
+
+    :data:`ROUNDED` writes ``input_precision="tf32"`` with both operands wrapped in :func:`tf32_rounded`.
+    """
     out, last = [], 0
     for start, end, args, _ in (d for d in _fp32_dots(source) if d[3] in among):
         kept = [a for a in args if a.partition("=")[0].strip() not in ("allow_tf32", "input_precision")]
-        out += [source[last:start], f'tl.dot({", ".join(kept)}, input_precision="{precision}")']
+        name = precision
+        if precision == ROUNDED:
+            kept[:2], name = [_keyword_or_value(a, tf32_rounded) for a in kept[:2]], "tf32"
+        out += [source[last:start], f'tl.dot({", ".join(kept)}, input_precision="{name}")']
         last = end
     return "".join(out) + source[last:]
 

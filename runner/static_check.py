@@ -15,7 +15,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from .dot_precision import dot_precisions
+from .dot_precision import TF32, dot_precisions
 
 HEAVY_OPS = {
     "matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "linear", "conv1d", "conv2d", "conv3d",
@@ -232,7 +232,7 @@ def check_source(source: str, reference: str | None = None) -> StaticReport:
                 elif tail in LIGHT_OPS and root in ("torch", "F", "torch.nn.functional"):
                     report.warnings.append(f"PyTorch {name} in forward, line {n.lineno}")
     precisions = dot_precisions(source)
-    if "tf32" in precisions:
+    if precisions & TF32:
         label_tf32(report)
     report.default_precision_dots = "default" in precisions
     if reference is not None:

@@ -7,7 +7,15 @@ import pytest
 
 from kernelskill.nodes.feature_extractor import extract_features
 from kernelskill.nodes.transforms import applicable
-from kernelskill.runner.dot_precision import PRECISIONS, count_exact_dots, precision_variants, with_precision
+from kernelskill.runner.dot_precision import (
+    PRECISIONS,
+    ROUNDED,
+    count_exact_dots,
+    dot_precisions,
+    precision_variants,
+    tf32_rounded,
+    with_precision,
+)
 from kernelskill.runner.sandbox import run_review
 from kernelskill.runner.static_check import embedded_kernel_trees
 from kernelskill.skills_kb.policy import decide
@@ -94,9 +102,46 @@ def test_variants_one_per_precision_and_other_arguments_kept():
     )
     variants = precision_variants(src)
     assert [note for _, note in variants] == [f"dot_precision: 1 fp32 tl.dot call(s) set to {p}" for p in PRECISIONS]
+    rounded = f"{tf32_rounded('a')}, {tf32_rounded('b')}"
     assert [dot_lines(v) for v, _ in variants] == [
-        [f'acc += tl.dot(a, b, acc, out_dtype=tl.float32, input_precision="{p}")'] for p in PRECISIONS
-    ]
+        [f'acc += tl.dot(a, b, acc, out_dtype=tl.float32, input_precision="{p}")'] for p in ("tf32x3", "tf32")
+    ] + [[f'acc += tl.dot({rounded}, acc, out_dtype=tl.float32, input_precision="tf32")']]
+    assert [dot_precisions(v) for v, _ in variants] == [{"tf32x3"}, {"tf32"}, {ROUNDED}]
+
+
+def test_tf32_rounding_matches_round_to_nearest_ties_away(tmp_path):
+    """The rounding expression, run by Triton's interpreter, against a NumPy model of cvt.rna.tf32.f32."""
+    import importlib.util
+
+    import numpy as np
+    import torch
+
+    finfo = np.finfo(np.float32)
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, finfo.max, -finfo.max, finfo.tiny, finfo.tiny / 8, 1.0, -1.0]
+    ties = np.array([0x3F801000, 0xBF801000, 0x3F802000, 0x3F800FFF], dtype=np.uint32).view(np.float32)
+    rng = np.random.default_rng(0)
+    x = np.concatenate([special, ties, rng.standard_normal(1024 - len(special) - len(ties)) * 1e3]).astype(np.float32)
+    bits = x.view(np.uint32)
+    want = np.where((bits & 0x7F800000) == 0x7F800000, bits, (bits + 0x1000) & 0xFFFFE000).view(np.float32)
+    assert want.view(np.uint32)[len(special)] == 0x3F802000  # a tie rounds away from zero
+    assert np.isinf(want[5]) and want.view(np.uint32)[len(special) + 3] == 0x3F800000  # max -> inf; below a tie: down
+
+    path = tmp_path / "round_kernel.py"
+    path.write_text(
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def round_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):\n"
+        "    i = tl.arange(0, BLOCK)\n    x = tl.load(x_ptr + i)\n"
+        f"    tl.store(y_ptr + i, {tf32_rounded('x')})\n"
+    )
+    spec = importlib.util.spec_from_file_location("round_kernel", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    xt, yt = torch.from_numpy(x), torch.empty(1024, dtype=torch.float32)
+    module.round_kernel[(1,)](xt, yt, BLOCK=1024)
+    got, nan = yt.numpy().view(np.uint32), np.isnan(x)
+    np.testing.assert_array_equal(got[~nan], want.view(np.uint32)[~nan])
+    assert np.isnan(yt.numpy()[nan]).all()
 
 
 def test_feature_and_policy_send_an_exact_fp32_gemm_to_dot_precision():
@@ -113,6 +158,18 @@ def test_rewritten_gemm_passes_review_and_compiles_for_sm90(tmp_path, precision)
     task = FIXTURES / "tasks" / "small_matmul.py"
     before = run_review(task, GEMM, tmp_path, "ieee", device="cpu")
     assert before["status"] == "correct", before.get("error_digest")
+    if precision == ROUNDED:
+        # The interpreter multiplies the rounded operands exactly (it ignores input_precision): randn inputs
+        # come out TF32-wrong, as on a GPU; inputs with few mantissa bits (integers) are unchanged by rounding.
+        wrong = run_review(task, with_precision(GEMM, precision), tmp_path, "rounded-randn", device="cpu")
+        assert wrong["status"] == "wrong_output" and "exceed" in wrong["error_digest"]
+        task = tmp_path / "integer_matmul.py"
+        task.write_text(
+            (FIXTURES / "tasks" / "small_matmul.py")
+            .read_text()
+            .replace("torch.randn(M, K)", "torch.randint(-8, 8, (M, K)) * 1.0")
+            .replace("torch.randn(K, N)", "torch.randint(-8, 8, (K, N)) * 1.0")
+        )
     r = run_review(task, with_precision(GEMM, precision), tmp_path, precision, device="cpu")
     assert r["status"] == "correct", r.get("error_digest")
     assert r["compile_check"]["kernels"] == 1 and r["compile_check"]["errors"] == []
@@ -145,7 +202,10 @@ def test_autotune_recapture_keeps_the_parents_dot_precision(tmp_path, monkeypatc
         asked.clear()
         [new], [note], problem = transforms.apply("autotune_sweep", parent, Context(), "task.py", tmp_path)
         assert asked == [("triton_autotune", True)] and problem == ""  # autotuned for tensor-core products
-        assert dot_lines(new) == [f'acc += tl.dot(a, b, out_dtype=ACC_TYPE, input_precision="{precision}")']
+        operands = f"{tf32_rounded('a')}, {tf32_rounded('b')}" if precision == ROUNDED else "a, b"
+        name = "tf32" if precision == ROUNDED else precision
+        assert dot_lines(new) == [f'acc += tl.dot({operands}, out_dtype=ACC_TYPE, input_precision="{name}")']
+        assert applied_precision(new) == precision
         assert note.endswith(f"dots kept at {precision}")
     failing.append(True)  # the TF32 capture fails: the plain one is rewritten instead
     asked.clear()
