@@ -76,11 +76,13 @@ def capture_variant(
     tf32: bool = False,
     reserve_s: float = deadline.REVIEW_RESERVE_S,
     conv_gemm: bool = False,
+    split_gemm: bool = False,
 ) -> SeedOutcome:
     """Capture one Inductor variant of the task in a child process.
 
-    ``tf32``: TF32 matmuls allowed; ``conv_gemm``: 2-D convolutions as im2col + GEMM. Its time limit
-    is ``Context.seed_timeout_s``, capped by the launch deadline minus ``reserve_s``.
+    ``tf32``: TF32 matmuls allowed; ``conv_gemm``: 2-D convolutions as im2col + GEMM; ``split_gemm``:
+    GEMMs over 3xTF32 split operands (TF32 allowed). Its time limit is ``Context.seed_timeout_s``,
+    capped by the launch deadline minus ``reserve_s``.
     """
     req = {
         "task_path": str(Path(task_path).resolve()),
@@ -88,8 +90,10 @@ def capture_variant(
         "seed": ctx.seed,
         "tf32": tf32,
         "conv_gemm": conv_gemm,
+        "split_gemm": split_gemm,
     }
     name = f"seed_{variant}" + ("_tf32" if tf32 else "") + ("_gemm" if conv_gemm else "")
+    name += "_split" if split_gemm else ""
     limit = deadline.timeout(ctx.seed_timeout_s, reserve_s)
     out = run_child("kernelskill.runner.inductor_seed", req, workdir, name, limit, spare=True)
     if isinstance(out, ChildFailure):

@@ -20,7 +20,9 @@ Each transform implements the method of the skill cards that name it (``transfor
 - ``dot_precision`` (card ``dot-input-precision``): every fp32 ``tl.dot`` kept off tensor cores
   (``input_precision="ieee"`` / ``allow_tf32=False``) rewritten to ``"tf32x3"`` and, as further
   variants, ``"tf32"`` and ``"tf32"`` of operands rounded to nearest (``tf32r``; ``runner/dot_precision.py``);
-  the reviewer keeps the fastest one that is correct.
+  for a compiler seed whose dots are all GEMM templates, also a recapture with each fp32 GEMM as one
+  TF32 GEMM over 3xTF32 split operands (``runner/reformulate.py``: tensor-core speed, near-fp32
+  accuracy); the reviewer keeps the fastest one that is correct.
 
 The reviewer judges every result like any other candidate; a transform only proposes.
 """
@@ -33,7 +35,7 @@ from pathlib import Path
 from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
 from kernelskill.runner.dot_precision import applied_precision, count_exact_dots, precision_variants, with_precision
-from kernelskill.runner.inductor_seed import CONV_GEMM_MARK, TUNED
+from kernelskill.runner.inductor_seed import CONV_GEMM_MARK, SPLIT_GEMM_MARK, TUNED
 
 from .compiler import capture_variant, is_compiler_seed
 from .sweep import sweep_variants, sweepable_launches
@@ -128,6 +130,19 @@ def applicable(transform: str, source: str) -> str | None:
     return f"no deterministic transform named {transform!r}"
 
 
+def split_gemm_applicable(base: str) -> str | None:
+    """None when a compiler seed can be recaptured with its GEMMs over 3xTF32 split operands, else why not.
+
+    A Triton convolution template would run in TF32 in such a capture (TF32 is allowed globally), so a
+    seed with one is left to ``conv_gemm`` first.
+    """
+    if SPLIT_GEMM_MARK in base[:2000]:
+        return "GEMMs already over 3xTF32 split operands"
+    if CONV_TEMPLATE.search(base):
+        return "a Triton convolution template kernel would run in TF32"
+    return None if count_exact_dots(base) else "no fp32 tl.dot kept off tensor cores"
+
+
 def _conv_gemm_form(source: str) -> bool:
     """True for a compiler seed captured with its convolutions as im2col GEMMs (its header says so)."""
     return CONV_GEMM_MARK in source[:2000]
@@ -140,12 +155,20 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
         return [], [], f"{transform} not applicable: {why}"
     if transform == "cuda_graph":
         return [cuda_graph_wrap(source)], ["cuda_graph: forward captured in a CUDA graph and replayed"], ""
-    if transform == "dot_precision":
-        variants = precision_variants(source)
-        return [v for v, _ in variants], [note for _, note in variants], ""
     graphed = GRAPH_MARK in source
     base = unwrap_cuda_graph(source)
     variant = is_compiler_seed(base)
+    if transform == "dot_precision":
+        variants = precision_variants(source)
+        sources, notes = [v for v, _ in variants], [note for _, note in variants]
+        if variant is not None and split_gemm_applicable(base) is None:
+            more, more_notes, problem = _recapture(
+                ctx, task_path, workdir, base, variant, _conv_gemm_form(base), graphed, "dot_precision", split=True
+            )
+            sources, notes = sources + more, notes + more_notes
+            if problem and notes:
+                notes[0] += f"; no 3xTF32 split-operand recapture: {problem}"
+        return sources, notes, problem if not sources else ""
     if transform == "conv_gemm" and variant is not None:
         return _recapture(ctx, task_path, workdir, base, variant, True, graphed, "conv_gemm")
     if variant is not None:
@@ -160,16 +183,31 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
 
 
 def _recapture(
-    ctx: Context, task_path: str, workdir: Path, base: str, variant: str, conv_gemm: bool, graphed: bool, label: str
+    ctx: Context,
+    task_path: str,
+    workdir: Path,
+    base: str,
+    variant: str,
+    conv_gemm: bool,
+    graphed: bool,
+    label: str,
+    split: bool = False,
 ) -> tuple[list[str], list[str], str]:
     """A compiler seed captured again as ``variant`` (``conv_gemm``: convolutions as im2col GEMMs).
 
     A parent whose dots were moved to tensor cores is recaptured with TF32 allowed, so that Inductor's
     autotuning chooses its tiles for tensor-core products; the parent's precision is then written
-    back into the fresh capture's dots.
+    back into the fresh capture's dots. ``split`` (or a parent captured so): GEMMs over 3xTF32 split
+    operands, whose TF32 dots are the method and stay as they are.
     """
-    precision = applied_precision(base)
     reserve = deadline.ROUND_RESERVE_S / 2  # the recapture's own review
+    if split or SPLIT_GEMM_MARK in base[:2000]:
+        outcome = capture_variant(ctx, task_path, variant, workdir, True, reserve, conv_gemm, split_gemm=True)
+        if not outcome.ok:
+            return [], [], outcome.note()
+        new = outcome.source
+        return [cuda_graph_wrap(new) if graphed else new], [f"{label}: {outcome.note()}"], ""
+    precision = applied_precision(base)
     outcome = capture_variant(ctx, task_path, variant, workdir, precision is not None, reserve, conv_gemm)
     if not outcome.ok and precision:
         outcome = capture_variant(ctx, task_path, variant, workdir, reserve_s=reserve, conv_gemm=conv_gemm)

@@ -58,6 +58,7 @@ TUNED = {"default": "autotune", "triton": "triton_autotune"}  # the autotune_swe
 TEMPLATE_VARIANTS = {"triton", "triton_autotune"}
 
 CONV_GEMM_MARK = "convolutions as im2col GEMMs"  # in the seed's header when captured with conv_gemm
+SPLIT_GEMM_MARK = "GEMMs as 3xTF32 split operands"  # in the seed's header when captured with split_gemm
 _ROOT = re.compile(r"^(L|G)\[(['\"])(\w+)\2\]")
 
 
@@ -207,7 +208,8 @@ def emit_candidate(task_source: str, cap: dict[str, Any]) -> str:
     header = (
         f'"""kernelskill compiler seed for {cap.get("task_name", "the task")}: TorchInductor\'s kernels '
         f"(variant {cap['variant']!r}){', TF32 matmuls' if cap.get('tf32') else ''}"
-        f"{', ' + CONV_GEMM_MARK if cap.get('conv_gemm') else ''}, "
+        f"{', ' + CONV_GEMM_MARK if cap.get('conv_gemm') else ''}"
+        f"{', ' + SPLIT_GEMM_MARK if cap.get('split_gemm') else ''}, "
         f"captured on {v.get('gpu', '?')} with torch {v.get('torch', '?')} "
         f"and triton {v.get('triton', '?')}.\n\nThe first part is Inductor's output module, verbatim (its kernels are "
         "the Triton sources passed to async_compile.triton); ModelNew re-creates the reference's parameters with "
@@ -280,11 +282,15 @@ def capture(
     device: str = "cuda",
     tf32: bool = False,
     conv_gemm: bool = False,
+    split_gemm: bool = False,
 ) -> dict[str, Any]:
     """Compile the task's reference with Inductor ``variant`` and record its output module.
 
     ``conv_gemm``: 2-D convolutions of one group as im2col + GEMM (``runner/reformulate.py``), so that
     Inductor's matmul template does their math (the ``conv_gemm`` skill's recapture).
+
+    ``split_gemm``: every fp32 GEMM (im2col ones too) as one TF32 GEMM over the 3xTF32 split operands
+    (``runner/reformulate.py``; the ``dot_precision`` skill's recapture); implies ``tf32``.
 
     ``tf32``: compile with TF32 matmuls allowed, so that Inductor's GEMM / convolution templates are
     generated (and, under max-autotune, benchmarked and chosen) for TF32 products. The flags are
@@ -303,6 +309,7 @@ def capture(
 
     if variant not in VARIANTS:
         raise SeedError(f"unknown variant {variant!r} (known: {', '.join(VARIANTS)})")
+    tf32 = tf32 or split_gemm
     task = load_task_module(task_path, name="kernelskill_seed_task")
     self_name, fparams = forward_params(task.Model)
     model = _build(task.Model, task, seed, device)
@@ -311,8 +318,8 @@ def capture(
     forms: list[str] = []
 
     def backend(gm: Any, example_inputs: Any) -> Any:
-        if variant in TEMPLATE_VARIANTS or conv_gemm:
-            forms.extend(triton_forms(gm, as_gemm=conv_gemm))
+        if variant in TEMPLATE_VARIANTS or conv_gemm or split_gemm:
+            forms.extend(triton_forms(gm, as_gemm=conv_gemm, split=split_gemm))
         phs = []
         for node in gm.graph.find_nodes(op="placeholder"):
             value = node.meta.get("example_value")
@@ -360,6 +367,7 @@ def capture(
         "compile_s": round(compile_s, 2),
         "tf32": tf32,
         "conv_gemm": conv_gemm,
+        "split_gemm": split_gemm,
         "versions": {
             "torch": torch.__version__,
             "triton": triton.__version__,
@@ -432,7 +440,14 @@ def build(req: dict[str, Any]) -> dict[str, Any]:
     task_path, variant = req["task_path"], req.get("variant", "default")
     seed = int(req.get("seed", 42))
     try:
-        cap = capture(task_path, variant, seed=seed, tf32=bool(req.get("tf32")), conv_gemm=bool(req.get("conv_gemm")))
+        cap = capture(
+            task_path,
+            variant,
+            seed=seed,
+            tf32=bool(req.get("tf32")),
+            conv_gemm=bool(req.get("conv_gemm")),
+            split_gemm=bool(req.get("split_gemm")),
+        )
         source = emit_candidate(Path(task_path).read_text(), cap)
         problem = self_check(task_path, source, seed=seed)
     except SeedError as e:

@@ -25,6 +25,13 @@ is rewritten into forms Inductor generates Triton kernels for (:func:`triton_for
   decomposition (uneven, overlapping windows: a masked sum over gathered windows), both lowered by
   Inductor to a reduction kernel (:func:`adaptive_avg_pool_decomposed`).
 
+With ``split`` (the ``dot_precision`` skill's recapture of a compiler seed), every fp32 GEMM
+(``@``, ``matmul``, ``mm``, ``bmm``, ``addmm``, ``linear``; im2col GEMMs too) becomes one GEMM over
+three times the reduction: ``[a_lo | a_hi | a_hi] @ [b_hi ; b_lo ; b_hi]``, where ``x_hi`` is ``x``
+rounded to the nearest TF32 value and ``x_lo = x - x_hi`` (exact). Captured with TF32 allowed, its
+products run on tensor cores at TF32 speed with 3xTF32 accuracy (only ``a_lo * b_lo`` and the
+truncation of the low parts are lost), where Triton's ``tf32x3`` splits the tiles inside the loop.
+
 A dilated transposed or 1-D convolution gets both rewrites. With ``as_gemm`` (the ``conv_gemm``
 skill's recapture), every 2-D convolution of one group (1-D ones lifted, transposed ones stuffed
 first) becomes an explicit im2col gather (one copy kernel of ``kh * kw`` times the input) and one
@@ -36,6 +43,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,6 +71,7 @@ def conv_for_template(
     dilation: int | Sequence[int] = 1,
     groups: int = 1,
     as_gemm: bool = False,
+    split: bool = False,
 ) -> torch.Tensor:
     """``torch.conv{1,2,3}d`` (same arguments, same result) with unit dilation, in 2-D or 3-D.
 
@@ -78,10 +87,12 @@ def conv_for_template(
     weight = _dilate(weight, _tuple(dilation, n))
     if n == 1:
         (s,), (p,) = _tuple(stride, 1), _tuple(padding, 1)
-        out = conv_for_template(input.unsqueeze(2), weight.unsqueeze(2), bias, (1, s), (0, p), 1, groups, as_gemm)
+        out = conv_for_template(
+            input.unsqueeze(2), weight.unsqueeze(2), bias, (1, s), (0, p), 1, groups, as_gemm, split
+        )
         return out.squeeze(2)
     if as_gemm and n == 2 and groups == 1:
-        return im2col_gemm(input, weight, bias, _tuple(stride, 2), _tuple(padding, 2))
+        return im2col_gemm(input, weight, bias, _tuple(stride, 2), _tuple(padding, 2), split)
     return _CONV[n](input, weight, bias, stride, padding, 1, groups)
 
 
@@ -152,8 +163,66 @@ def adaptive_avg_pool1d_decomposed(input: torch.Tensor, output_size: Any) -> tor
     return adaptive_avg_pool_decomposed(input.unsqueeze(-2), (1, size)).squeeze(-2)
 
 
+def split_tf32(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(hi, lo)``: fp32 ``x`` rounded to the nearest TF32 value (ties away from zero), and ``x - hi``.
+
+    ``hi`` has TF32's 10 mantissa bits, so a TF32 product takes it unchanged; ``lo`` is exact in fp32.
+    Infinities and NaNs stay in ``hi`` (``lo`` 0); a finite value that would round up to infinity is
+    truncated instead, so that ``hi + lo == x`` holds for every finite ``x``.
+    """
+    bits = x.view(torch.int32)
+    special = (bits & 0x7F800000) == 0x7F800000
+    rounded = (bits + 0x1000) & -0x2000
+    rounded = torch.where((rounded & 0x7F800000) == 0x7F800000, bits & -0x2000, rounded)
+    hi = torch.where(special, bits, rounded).view(torch.float32)
+    return hi, torch.where(special, torch.zeros_like(x), x - hi)
+
+
+def matmul_3xtf32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` for fp32 matrices (or batches) as one GEMM over ``[a_lo | a_hi | a_hi] @ [b_hi ; b_lo ; b_hi]``.
+
+    The small products come first in the reduction, so the large ones are added to their sum.
+    Other dtypes and vectors are left to ``torch.matmul``.
+    """
+    if a.dtype != torch.float32 or b.dtype != torch.float32 or a.dim() < 2 or b.dim() < 2:
+        return torch.matmul(a, b)
+    a_hi, a_lo = split_tf32(a)
+    b_hi, b_lo = split_tf32(b)
+    return torch.matmul(torch.cat([a_lo, a_hi, a_hi], -1), torch.cat([b_hi, b_lo, b_hi], -2))
+
+
+def linear_3xtf32(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear`` through :func:`matmul_3xtf32`."""
+    out = matmul_3xtf32(input, weight.t())
+    return out if bias is None else out + bias
+
+
+def addmm_3xtf32(
+    input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: Any = 1, alpha: Any = 1
+) -> torch.Tensor:
+    """``torch.addmm`` through :func:`matmul_3xtf32`."""
+    out = matmul_3xtf32(mat1, mat2)
+    out = out if alpha == 1 else out * alpha
+    return out + (input if beta == 1 else input * beta)
+
+
+_SPLIT_GEMMS = {
+    operator.matmul: matmul_3xtf32,
+    torch.matmul: matmul_3xtf32,
+    torch.mm: matmul_3xtf32,
+    torch.bmm: matmul_3xtf32,
+    torch._C._nn.linear: linear_3xtf32,
+    torch.addmm: addmm_3xtf32,
+}
+
+
 def im2col_gemm(
-    input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride: Sequence[int], padding: Sequence[int]
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: Sequence[int],
+    padding: Sequence[int],
+    split: bool = False,
 ) -> torch.Tensor:
     """A one-group ``conv2d`` with unit dilation as an explicit im2col gather and one GEMM.
 
@@ -167,7 +236,8 @@ def im2col_gemm(
     patches = x.unfold(2, kh, sh).unfold(3, kw, sw)  # (N, C, OH, OW, KH, KW), a view
     n, _, oh, ow = patches.shape[:4]
     cols = patches.permute(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * kh * kw)
-    out = cols @ weight.reshape(o, c * kh * kw).t()
+    w = weight.reshape(o, c * kh * kw).t()
+    out = matmul_3xtf32(cols, w) if split else cols @ w
     if bias is not None:
         out = out + bias
     return out.view(n, oh, ow, o).permute(0, 3, 1, 2)
@@ -201,6 +271,7 @@ def conv_transpose_as_conv(
     groups: int = 1,
     dilation: int | Sequence[int] = 1,
     as_gemm: bool = False,
+    split: bool = False,
 ) -> torch.Tensor:
     """``torch.conv_transpose{1,2,3}d`` computed as a stride-1 convolution of the zero-stuffed input."""
     n = weight.dim() - 2
@@ -223,7 +294,7 @@ def conv_transpose_as_conv(
         .reshape(groups * c_out_g, c_in // groups, *k)
     )
     w = w.flip(list(range(2, 2 + n)))
-    return conv_for_template(x, w, bias, 1, 0, 1, groups, as_gemm)
+    return conv_for_template(x, w, bias, 1, 0, 1, groups, as_gemm, split)
 
 
 def _static_arg(node: Any, index: int, name: str, default: Any) -> Any:
@@ -255,13 +326,14 @@ def _conv_form(node: Any, as_gemm: bool) -> str:
     return what
 
 
-def triton_forms(gm: Any, as_gemm: bool = False) -> list[str]:
+def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False) -> list[str]:
     """Rewrite the ops of a Dynamo FX graph module in place into forms Inductor makes Triton kernels of.
 
     Returns what was rewritten. A ``conv2d`` / ``conv3d`` is rewritten when it is grouped with a
     short reduction (static weight shape), its dilation is (statically) above 1, or, with ``as_gemm``,
     it is a ``conv2d`` of (statically) one group; ``as_gemm`` turns every rewritten 2-D convolution of
-    one group into im2col + GEMM. Adaptive average poolings are always decomposed.
+    one group into im2col + GEMM. Adaptive average poolings are always decomposed. ``split``: every
+    GEMM call (and every im2col GEMM) as a 3xTF32 split GEMM (:func:`matmul_3xtf32`).
     """
     done: list[str] = []
     for node in gm.graph.nodes:
@@ -282,10 +354,15 @@ def triton_forms(gm: Any, as_gemm: bool = False) -> list[str]:
             node.target = adaptive_avg_pool_decomposed if two_d else adaptive_avg_pool1d_decomposed
             done.append(f"adaptive_avg_pool{2 if two_d else 1}d -> window means / masked sums")
             continue
+        elif split and target in _SPLIT_GEMMS:
+            node.target = _SPLIT_GEMMS[target]
+            done.append(f"{getattr(target, '__name__', 'matmul')} -> 3xTF32 split GEMM")
+            continue
         if what:
             if as_gemm and "shifted" not in what:
-                node.kwargs = {**node.kwargs, "as_gemm": True}
+                node.kwargs = {**node.kwargs, "as_gemm": True, **({"split": True} if split else {})}
                 what += "" if "GEMM" in what else " (then im2col + GEMM if one group)"
+                what += " (3xTF32 split)" if split else ""
             done.append(what)
     if done:
         gm.recompile()

@@ -390,6 +390,49 @@ def test_conv_gemm_recaptures_a_seed_with_a_convolution_template(tmp_path, monke
     assert calls == [("triton_autotune", False, True)]  # the tuned recapture keeps the GEMM form
 
 
+def test_dot_precision_of_a_compiler_seed_adds_a_split_operand_recapture(tmp_path, monkeypatch):
+    import kernelskill.nodes.transforms as transforms
+    from kernelskill.runner.dot_precision import count_exact_dots, dot_precisions
+
+    calls = []
+
+    def fake_capture(ctx, task_path, variant, workdir, tf32=False, reserve_s=0.0, conv_gemm=False, split_gemm=False):
+        calls.append((variant, tf32, conv_gemm, split_gemm))
+        cap = {**fixture("01_linear_gelu_scale_triton"), "variant": variant, "tf32": tf32, "split_gemm": split_gemm}
+        source = seed.emit_candidate("x = 1\n", cap)
+        if tf32:  # Inductor's templates then multiply in TF32
+            source = source.replace("ALLOW_TF32 : tl.constexpr = False", "ALLOW_TF32 : tl.constexpr = True")
+        return SeedOutcome(variant, source=source, capture={**cap, "reformulated": ["linear -> 3xTF32 split GEMM"]})
+
+    monkeypatch.setattr(transforms, "capture_variant", fake_capture)
+    base = emitted("01_linear_gelu_scale_triton", "level2/01_linear_gelu_scale.py")
+    assert count_exact_dots(base) and transforms.split_gemm_applicable(base) is None
+    sources, notes, problem = apply("dot_precision", base, Context(), "t.py", tmp_path)
+    assert calls == [("triton", True, False, True)] and not problem and len(sources) == 4
+    split = sources[3]
+    assert seed.SPLIT_GEMM_MARK in split[:2000] and dot_precisions(split) == {"tf32"}, notes[3]
+    assert notes[3].startswith("dot_precision: compiler seed") and "3xTF32 split GEMM" in notes[3]
+    assert transforms.split_gemm_applicable(split) == "GEMMs already over 3xTF32 split operands"
+    assert applicable("dot_precision", split) is not None  # no exact dot left to move
+    calls.clear()
+    [tuned], [note], _ = apply("autotune_sweep", split, Context(), "t.py", tmp_path)
+    assert calls == [("triton_autotune", True, False, True)] and dot_precisions(tuned) == {"tf32"}  # kept as is
+    template = "@triton.jit\ndef triton_tem_fused_convolution_9(x):\n    pass\n\n\n"
+    conv = base.replace("@triton.jit\ndef triton_", template + "@triton.jit\ndef triton_", 1)
+    assert "convolution template" in transforms.split_gemm_applicable(conv)
+    calls.clear()
+
+    def failing(*args, **kwargs):
+        calls.append(kwargs)
+        return SeedOutcome("triton", error="boom")
+
+    monkeypatch.setattr(transforms, "capture_variant", failing)
+    sources, notes, problem = apply("dot_precision", base, Context(), "t.py", tmp_path)
+    assert len(sources) == 3 and not problem and "no 3xTF32 split-operand recapture" in notes[0] and "boom" in notes[0]
+    sources, notes, _ = apply("dot_precision", base.replace("(variant 'triton')", ""), Context(), "t.py", tmp_path)
+    assert len(sources) == 3 and len(calls) == 1  # a hand-written kernel: text variants only
+
+
 @needs_cxx
 def test_conv_gemm_capture_on_cpu(tmp_path):
     task = tmp_path / "block.py"
@@ -409,4 +452,22 @@ def test_conv_gemm_capture_on_cpu(tmp_path):
     assert cap["conv_gemm"] is True
     src = seed.emit_candidate(task.read_text(), cap)
     assert seed.CONV_GEMM_MARK in src[:2000] and is_compiler_seed(src) == "default"
+    assert seed.self_check(str(task), src, device="cpu", rtol=1e-5) is None
+
+
+@needs_cxx
+def test_split_gemm_capture_on_cpu(tmp_path):
+    task = tmp_path / "mlp.py"
+    task.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(32, 16)\n\n"
+        "    def forward(self, x, y):\n        return torch.relu(self.fc(x)) @ y\n\n\n"
+        "def get_inputs():\n    return [torch.randn(8, 32), torch.randn(16, 4)]\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    cap = seed.capture(str(task), "default", device="cpu", split_gemm=True)
+    assert cap["reformulated"] == ["linear -> 3xTF32 split GEMM", "matmul -> 3xTF32 split GEMM"]
+    assert cap["split_gemm"] is True and cap["tf32"] is True
+    src = seed.emit_candidate(task.read_text(), cap)
+    assert seed.SPLIT_GEMM_MARK in src[:2000] and is_compiler_seed(src) == "default"
     assert seed.self_check(str(task), src, device="cpu", rtol=1e-5) is None

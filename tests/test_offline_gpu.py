@@ -56,13 +56,35 @@ def test_dot_precision_and_its_tf32_recapture_on_a_linear_layer(tmp_path):
     template = capture_variant(Context(), str(task), "triton", tmp_path)
     assert template.ok, template.error
     variants = dict((note.rsplit(" ", 1)[-1], src) for src, note in precision_variants(template.source))
-    assert set(variants) == {"tf32x3", "tf32"}
+    assert set(variants) == {"tf32x3", "tf32", "tf32r"}
     r = run_review(task, variants["tf32x3"], tmp_path, "tf32x3", device="cuda")
     assert r["status"] == "correct", r.get("error_digest")
     [tuned], [note], problem = apply("autotune_sweep", variants["tf32x3"], Context(), str(task), tmp_path)
     assert not problem and "dots kept at tf32x3" in note and applied_precision(tuned) == "tf32x3"
     assert "TF32 matmuls" in tuned[:600]
     assert run_review(task, tuned, tmp_path, "tuned", device="cuda")["status"] == "correct"
+
+
+def test_split_operand_recapture_of_fp32_gemms(tmp_path):
+    """dot_precision's recapture of a Triton-template seed with its GEMMs over 3xTF32 split operands:
+    correct at the fp32 tolerance, all custom; its time against the tf32x3 rewrite goes to the log."""
+    from kernelskill.nodes.transforms import apply
+    from kernelskill.runner.inductor_seed import SPLIT_GEMM_MARK
+
+    for name in ("level1/01_square_matmul.py", "level2/15_linear_batchnorm_gelu.py"):
+        task = TASKS / name
+        template = capture_variant(Context(), str(task), "triton", tmp_path)
+        assert template.ok, template.error
+        sources, notes, problem = apply("dot_precision", template.source, Context(), str(task), tmp_path)
+        assert not problem and len(sources) == 4, notes
+        split = sources[3]
+        assert SPLIT_GEMM_MARK in split[:2000] and "3xTF32 split GEMM" in notes[3], notes[3]
+        times = {}
+        for label, src in (("tf32x3", sources[0]), ("split", split)):
+            r = run_review(task, src, tmp_path, label, device="cuda")
+            assert r["status"] == "correct" and r["custom_kernel"], (label, r.get("error_digest"))
+            times[label] = r["runtime_ms"]
+        print(f"{name}: tf32x3 {times['tf32x3']:.3f} ms, split operands {times['split']:.3f} ms")
 
 
 def test_compensated_repair_of_a_long_mat_vec(tmp_path):

@@ -11,8 +11,12 @@ from kernelskill.runner.reformulate import (
     DIRECT_MAX_TERMS,
     adaptive_avg_pool1d_decomposed,
     adaptive_avg_pool_decomposed,
+    addmm_3xtf32,
     conv_for_template,
     conv_transpose_as_conv,
+    linear_3xtf32,
+    matmul_3xtf32,
+    split_tf32,
     triton_forms,
 )
 
@@ -244,6 +248,95 @@ def test_triton_forms_rewrite_short_grouped_convolutions_and_adaptive_pools():
         "adaptive_avg_pool2d -> window means / masked sums",
         "grouped conv2d -> sum of shifted inputs (36 products per output)",
         "grouped conv2d -> sum of shifted inputs (49 products per output)",
+    ]
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+
+
+def _truncated(t: torch.Tensor) -> torch.Tensor:
+    """What a TF32 tensor-core product sees of an fp32 operand (Triton feeds it unrounded)."""
+    return (t.view(torch.int32) & -0x2000).view(torch.float32)
+
+
+def test_tf32_split_is_exact_and_its_gemm_is_near_fp32():
+    finfo = torch.finfo(torch.float32)
+    special = torch.tensor([float("inf"), -float("inf"), float("nan"), finfo.max, -finfo.max, 0.0, -0.0, 1e-40])
+    x = torch.cat([torch.randn(4096) * 100, special])
+    hi, lo = split_tf32(x)
+    finite = torch.isfinite(x)
+    assert torch.equal(hi[finite] + lo[finite], x[finite])  # max float truncates rather than overflowing
+    assert ((hi[finite].view(torch.int32) & 0x1FFF) == 0).all()  # 10 mantissa bits: TF32 takes it unchanged
+    assert torch.isinf(hi[-8:-6]).all() and torch.isnan(hi[-6]) and (lo[-8:-5] == 0).all()  # kept, lo 0
+    tie = torch.tensor([0x3F801000], dtype=torch.int32).view(torch.float32)
+    assert split_tf32(tie)[0].view(torch.int32).item() == 0x3F802000  # ties round away from zero
+
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(64, 4096, generator=g), torch.randn(4096, 48, generator=g)
+    exact = a.double() @ b.double()
+    (a_hi, a_lo), (b_hi, b_lo) = split_tf32(a), split_tf32(b)
+    # the three products a TF32 GEMM over the split operands makes (low parts truncated again), summed exactly
+    three = a_lo.double() @ _truncated(b_hi).double() + a_hi.double() @ _truncated(b_lo).double()
+    three += a_hi.double() @ b_hi.double()
+    three_err = (three - exact).abs().max().item()
+    one_err = (_truncated(a).double() @ _truncated(b).double() - exact).abs().max().item()
+    fp32_err = ((a @ b).double() - exact).abs().max().item()
+    assert three_err < fp32_err < one_err / 100, (three_err, fp32_err, one_err)
+    torch.testing.assert_close(matmul_3xtf32(a, b).double(), exact, rtol=0, atol=4 * fp32_err)
+
+
+def test_split_gemm_forms_equal_pytorch():
+    g = torch.Generator().manual_seed(1)
+    a, b, w = (torch.randn(*s, generator=g) for s in [(3, 17, 40), (40, 9), (9, 40)])
+    bias = torch.randn(9, generator=g)
+    torch.testing.assert_close(matmul_3xtf32(a, b), a @ b, rtol=1e-5, atol=1e-5)  # batched x matrix
+    torch.testing.assert_close(linear_3xtf32(a, w, bias), F.linear(a, w, bias), rtol=1e-5, atol=1e-5)
+    m = a[0]
+    want = torch.addmm(bias, m, b, beta=0.5, alpha=2.0)
+    torch.testing.assert_close(addmm_3xtf32(bias, m, b, beta=0.5, alpha=2.0), want, rtol=1e-5, atol=1e-5)
+    v = torch.randn(40, generator=g)
+    assert torch.equal(matmul_3xtf32(m, v), m @ v)  # vectors and other dtypes: plain matmul
+    assert torch.equal(matmul_3xtf32(m.double(), b.double()), m.double() @ b.double())
+    x, k = torch.randn(2, 3, 9, 9, generator=g), torch.randn(5, 3, 3, 3, generator=g)
+    got = conv_for_template(x, k, None, 2, 1, 1, 1, as_gemm=True, split=True)
+    torch.testing.assert_close(got, torch.conv2d(x, k, None, 2, 1), rtol=1e-5, atol=1e-5)
+
+
+class _Gemms(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 12)
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x, y, img):
+        h = self.fc(x) @ y
+        return torch.bmm(h[None], torch.matmul(y.t(), y)[None])[0], torch.addmm(x[:, :12], h, y.t()), self.conv(img)
+
+
+def test_triton_forms_split_every_gemm_and_the_im2col_ones():
+    from torch._inductor.compile_fx import compile_fx
+
+    torch.manual_seed(0)
+    model = _Gemms().eval()
+    x, y, img = torch.randn(8, 16), torch.randn(12, 12), torch.randn(2, 3, 6, 6)
+    seen: list[list[str]] = []
+
+    def backend(gm, example_inputs):
+        seen.append(triton_forms(gm, as_gemm=True, split=True))
+        targets = {n.target for n in gm.graph.nodes if n.op == "call_function"}
+        assert not targets & {torch.matmul, torch.bmm, torch.addmm, torch._C._nn.linear, torch.conv2d}
+        return compile_fx(gm, example_inputs)
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model, backend=backend, fullgraph=True)(x, y, img)
+        want = model(x, y, img)
+    assert seen and sorted(seen[0]) == [
+        "addmm -> 3xTF32 split GEMM",
+        "bmm -> 3xTF32 split GEMM",
+        "conv2d -> im2col + GEMM (3xTF32 split)",
+        "linear -> 3xTF32 split GEMM",
+        "matmul -> 3xTF32 split GEMM",
+        "matmul -> 3xTF32 split GEMM",
     ]
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
