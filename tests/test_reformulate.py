@@ -127,25 +127,37 @@ def test_triton_forms_rewrite_a_dynamo_graph(as_gemm):
         torch.testing.assert_close(g, w)
 
 
-@pytest.mark.parametrize("as_gemm", [False, True])
-def test_inductor_compiles_the_rewritten_graph_on_the_cpu(as_gemm):
-    """aot_autograd traces through the replacement functions; Inductor lowers what they produce."""
+def _inductor_on(model: nn.Module, inputs: tuple, rewrite, check=lambda targets: None) -> list[str]:
+    """Compile ``model`` with ``rewrite`` applied to its Dynamo graph, then Inductor (on the CPU).
+
+    aot_autograd traces through the replacement functions and Inductor lowers what they produce; the
+    outputs must match eager's. ``check`` sees the graph's call targets after the rewrite. Returns
+    the rewrite's report, sorted.
+    """
     from torch._inductor.compile_fx import compile_fx
 
-    torch.manual_seed(0)
-    model = _Convs().eval()
-    x, y = torch.randn(2, 4, 10), torch.randn(2, 4, 5, 5)
+    seen: list[list[str]] = []
 
     def backend(gm, example_inputs):
-        assert triton_forms(gm, as_gemm)
+        seen.append(rewrite(gm))
+        check([n.target for n in gm.graph.nodes if n.op == "call_function"])
         return compile_fx(gm, example_inputs)
 
     torch._dynamo.reset()
     with torch.no_grad():
-        got = torch.compile(model, backend=backend, fullgraph=True)(x, y)
-        want = model(x, y)
+        got = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
+        want = model(*inputs)
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+    assert seen
+    return sorted(seen[0])
+
+
+@pytest.mark.parametrize("as_gemm", [False, True])
+def test_inductor_compiles_the_rewritten_graph_on_the_cpu(as_gemm):
+    torch.manual_seed(0)
+    inputs = (torch.randn(2, 4, 10), torch.randn(2, 4, 5, 5))
+    assert _inductor_on(_Convs().eval(), inputs, lambda gm: triton_forms(gm, as_gemm)) == FORMS[as_gemm]
 
 
 @pytest.mark.parametrize(
@@ -226,31 +238,18 @@ class _Grouped(nn.Module):
 
 
 def test_triton_forms_rewrite_short_grouped_convolutions_and_adaptive_pools():
-    from torch._inductor.compile_fx import compile_fx
-
     torch.manual_seed(0)
-    model, x = _Grouped().eval(), torch.randn(2, 8, 17, 17)
     assert 8 * 9 > DIRECT_MAX_TERMS
-    seen: list[list[str]] = []
 
-    def backend(gm, example_inputs):
-        seen.append(triton_forms(gm))
-        targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    def check(targets):
         assert targets.count(torch.conv2d) == 1 and F.adaptive_avg_pool2d not in targets
-        return compile_fx(gm, example_inputs)
 
-    torch._dynamo.reset()
-    with torch.no_grad():
-        got = torch.compile(model, backend=backend, fullgraph=True)(x)
-        want = model(x)
-    assert seen and sorted(seen[0]) == [
+    assert _inductor_on(_Grouped().eval(), (torch.randn(2, 8, 17, 17),), triton_forms, check) == [
         "adaptive_avg_pool1d -> window means / masked sums",
         "adaptive_avg_pool2d -> window means / masked sums",
         "grouped conv2d -> sum of shifted inputs (36 products per output)",
         "grouped conv2d -> sum of shifted inputs (49 products per output)",
     ]
-    for g, w in zip(got, want, strict=True):
-        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
 
 
 def _truncated(t: torch.Tensor) -> torch.Tensor:
@@ -313,24 +312,14 @@ class _Gemms(nn.Module):
 
 
 def test_triton_forms_split_every_gemm_and_the_im2col_ones():
-    from torch._inductor.compile_fx import compile_fx
-
     torch.manual_seed(0)
-    model = _Gemms().eval()
-    x, y, img = torch.randn(8, 16), torch.randn(12, 12), torch.randn(2, 3, 6, 6)
-    seen: list[list[str]] = []
+    inputs = (torch.randn(8, 16), torch.randn(12, 12), torch.randn(2, 3, 6, 6))
 
-    def backend(gm, example_inputs):
-        seen.append(triton_forms(gm, as_gemm=True, split=True))
-        targets = {n.target for n in gm.graph.nodes if n.op == "call_function"}
-        assert not targets & {torch.matmul, torch.bmm, torch.addmm, torch._C._nn.linear, torch.conv2d}
-        return compile_fx(gm, example_inputs)
+    def check(targets):
+        assert not set(targets) & {torch.matmul, torch.bmm, torch.addmm, torch._C._nn.linear, torch.conv2d}
 
-    torch._dynamo.reset()
-    with torch.no_grad():
-        got = torch.compile(model, backend=backend, fullgraph=True)(x, y, img)
-        want = model(x, y, img)
-    assert seen and sorted(seen[0]) == [
+    forms = _inductor_on(_Gemms().eval(), inputs, lambda gm: triton_forms(gm, as_gemm=True, split=True), check)
+    assert forms == [
         "addmm -> 3xTF32 split GEMM",
         "bmm -> 3xTF32 split GEMM",
         "conv2d -> im2col + GEMM (3xTF32 split)",
@@ -338,5 +327,3 @@ def test_triton_forms_split_every_gemm_and_the_im2col_ones():
         "matmul -> 3xTF32 split GEMM",
         "matmul -> 3xTF32 split GEMM",
     ]
-    for g, w in zip(got, want, strict=True):
-        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
