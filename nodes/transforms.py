@@ -16,7 +16,8 @@ Each transform implements the method of the skill cards that name it (``transfor
 - ``conv_gemm`` (card ``conv-im2col-gemm``): a compiler seed with a Triton convolution template
   kernel recaptured with its 2-D convolutions as im2col + GEMM (``runner/reformulate.py``), so that
   Inductor's matmul template does their math; the parent's dot precision is kept as for
-  ``autotune_sweep``, and a later ``autotune_sweep`` keeps the form.
+  ``autotune_sweep`` (a ``tf32x3`` parent also gets the GEMMs over 3xTF32 split operands, as
+  ``dot_precision`` makes them), and a later ``autotune_sweep`` keeps the form.
 - ``dot_precision`` (card ``dot-input-precision``): every fp32 ``tl.dot`` kept off tensor cores
   (``input_precision="ieee"`` / ``allow_tf32=False``) rewritten to ``"tf32x3"`` and, as further
   variants, ``"tf32"`` and ``"tf32"`` of operands rounded to nearest (``tf32r``; ``runner/dot_precision.py``);
@@ -170,7 +171,11 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
                 notes[0] += f"; no 3xTF32 split-operand recapture: {problem}"
         return sources, notes, problem if not sources else ""
     if transform == "conv_gemm" and variant is not None:
-        return _recapture(ctx, task_path, workdir, base, variant, True, graphed, "conv_gemm")
+        sources, notes, problem = _recapture(ctx, task_path, workdir, base, variant, True, graphed, "conv_gemm")
+        if applied_precision(base) == "tf32x3":  # near-fp32 on tensor cores: the split GEMMs are the same method
+            more, more_notes, _ = _recapture(ctx, task_path, workdir, base, variant, True, graphed, "conv_gemm", True)
+            sources, notes = sources + more, notes + more_notes
+        return sources, notes, problem if not sources else ""
     if variant is not None:
         return _recapture(
             ctx, task_path, workdir, base, TUNED[variant], _conv_gemm_form(base), graphed, "autotune_sweep"

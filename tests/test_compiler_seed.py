@@ -19,6 +19,7 @@ from kernelskill.nodes.compiler import SeedOutcome, is_compiler_seed
 from kernelskill.nodes.feature_extractor import extract_features
 from kernelskill.nodes.transforms import GRAPH_MARK, applicable, apply, cuda_graph_wrap, unwrap_cuda_graph
 from kernelskill.runner import inductor_seed as seed
+from kernelskill.runner.dot_precision import with_precision
 from kernelskill.runner.static_check import check_source
 
 from conftest import FIXTURES
@@ -366,9 +367,10 @@ def test_conv_gemm_recaptures_a_seed_with_a_convolution_template(tmp_path, monke
 
     calls = []
 
-    def fake_capture(ctx, task_path, variant, workdir, tf32=False, reserve_s=0.0, conv_gemm=False):
-        calls.append((variant, tf32, conv_gemm))
+    def fake_capture(ctx, task_path, variant, workdir, tf32=False, reserve_s=0.0, conv_gemm=False, split_gemm=False):
+        calls.append((variant, tf32, conv_gemm) + ((split_gemm,) if split_gemm else ()))
         cap = {**fixture("01_linear_gelu_scale_triton"), "variant": variant, "conv_gemm": conv_gemm}
+        cap["split_gemm"] = split_gemm
         return SeedOutcome(variant, source=seed.emit_candidate("x = 1\n", cap), capture=cap)
 
     monkeypatch.setattr(transforms, "capture_variant", fake_capture)
@@ -388,6 +390,10 @@ def test_conv_gemm_recaptures_a_seed_with_a_convolution_template(tmp_path, monke
     calls.clear()
     apply("autotune_sweep", new, Context(), "t.py", tmp_path)
     assert calls == [("triton_autotune", False, True)]  # the tuned recapture keeps the GEMM form
+    calls.clear()  # a parent already moved to tf32x3: its precision, and the split-operand GEMMs too
+    sources, notes, _ = apply("conv_gemm", with_precision(conv, "tf32x3"), Context(), "t.py", tmp_path)
+    assert calls == [("triton", True, True), ("triton", True, True, True)] and len(sources) == 2
+    assert seed.SPLIT_GEMM_MARK in sources[1][:2000] and seed.SPLIT_GEMM_MARK not in sources[0][:2000]
 
 
 def test_dot_precision_of_a_compiler_seed_adds_a_split_operand_recapture(tmp_path, monkeypatch):
