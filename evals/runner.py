@@ -14,9 +14,11 @@ resumes the run. With several GPU workers each gets its own share of the CPU cor
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import queue
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -221,6 +223,28 @@ def task_job(spec: TaskSpec, runs: Path, gpu: str, ctx: Context, timeout_s: floa
     return TaskJob(spec, run_dir, cmd, env, timeout_s)
 
 
+def supersede(runs: Path, keys: list[str], patterns: str) -> list[str]:
+    """Move the run directories of the ``keys`` matching any glob in ``patterns`` to ``../superseded/``.
+
+    Returns the keys moved (a task without a run directory just runs). A key superseded twice keeps
+    both earlier directories (``KEY``, ``KEY.2``, ...).
+    """
+    globs = [g.strip() for g in patterns.split(",") if g.strip()]
+    moved = []
+    for key in keys:
+        run_dir = runs / key
+        if not run_dir.exists() or not any(fnmatch.fnmatchcase(key, g) for g in globs):
+            continue
+        dest, n = runs.parent / "superseded" / key, 1
+        while dest.exists():
+            n += 1
+            dest = runs.parent / "superseded" / f"{key}.{n}"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(run_dir), str(dest))
+        moved.append(key)
+    return moved
+
+
 def resume_command(
     levels: Sequence[int], tasks_dir: Path | None, limit: int, gpus: str, ctx: Context, timeout_s: float, out: Path
 ) -> str:
@@ -357,6 +381,7 @@ def run_eval(
     price_out: float | None = None,
     launch: Launch | None = None,
     retry_timeouts: bool = False,
+    rerun: str = "",
 ) -> dict[str, Any]:
     """Run every unfinished task of the suite, then write summary.json, summary.md and the plots.
 
@@ -374,6 +399,9 @@ def run_eval(
         launch: runs one task job; default :class:`SubprocessLauncher`.
         retry_timeouts: run the tasks that timed out in an earlier session again (they resume from
             their checkpoint with a fresh limit); by default a timeout is final.
+        rerun: comma-separated glob patterns over task keys (``L1-46*,L3-0[36]*``): those tasks start
+            over (e.g. after a change to the engine); their previous run directories are moved to
+            ``superseded/`` in the eval directory, kept but no longer reported.
 
     Returns:
         The summary, with ``"interrupted": True`` when Ctrl-C stopped the run.
@@ -399,6 +427,9 @@ def run_eval(
     threads: list[threading.Thread] = []
     try:
         finished, unusable = 0, 0
+        moved = supersede(runs, [spec.key for spec in specs], rerun)
+        if moved:
+            _say(console, f"starting over ({len(moved)}): {', '.join(moved)} (previous runs in {out / 'superseded'})")
         for spec in specs:
             run_dir = runs / spec.key
             if is_finished(run_dir, retry_timeouts):

@@ -51,6 +51,13 @@ def eval_cmd(
     retry_timeouts: Annotated[
         bool, typer.Option(help="Run tasks that timed out before again (from their checkpoint, fresh limit).")
     ] = False,
+    rerun: Annotated[
+        str,
+        typer.Option(
+            help="Start these finished tasks over: comma-separated globs over task keys (e.g. 'L1-46*,L3-0[36]*'); "
+            "their previous runs move to superseded/ in the eval directory."
+        ),
+    ] = "",
 ) -> None:
     """Run the optimizer over a task suite and summarize (resumable: `--out DIR` again skips finished tasks)."""
     if typer_ctx.invoked_subcommand is not None:
@@ -80,6 +87,7 @@ def eval_cmd(
             price_in=price_in,
             price_out=price_out,
             retry_timeouts=retry_timeouts,
+            rerun=rerun,
         )
     except ValueError as e:
         console.print(f"[red]{e}[/]")

@@ -295,6 +295,25 @@ def test_timeout_is_recorded_and_not_rerun(tmp_path):
     assert again.jobs == []  # it has a report now
 
 
+def test_rerun_starts_matching_tasks_over_and_keeps_their_previous_runs(tmp_path):
+    tasks = tmp_path / "tasks"
+    for name in ("a_conv", "b_conv", "c_gemm"):
+        make_task(tasks, name)
+    out = tmp_path / "eval"
+    run_eval([1], tasks, 0, "", out, Context(scripted="s.json"), quiet(), launch=FakeLauncher())
+    first = (out / "runs" / "L1-b_conv" / "report.json").read_text()
+    again, console = FakeLauncher(), quiet()
+    summary = run_eval([1], tasks, 0, "", out, Context(scripted="s.json"), console, launch=again, rerun="L1-?_conv, x*")
+    assert sorted(j.spec.key for j in again.jobs) == ["L1-a_conv", "L1-b_conv"] and len(summary["rows"]) == 3
+    assert (out / "superseded" / "L1-b_conv" / "report.json").read_text() == first
+    assert "starting over (2): L1-a_conv, L1-b_conv" in output(console)
+    run_eval([1], tasks, 0, "", out, Context(scripted="s.json"), quiet(), launch=FakeLauncher(), rerun="L1-a*")
+    assert (out / "superseded" / "L1-a_conv.2").is_dir() and (out / "runs" / "L1-a_conv" / "report.json").exists()
+    nothing = FakeLauncher()
+    run_eval([1], tasks, 0, "", out, Context(scripted="s.json"), quiet(), launch=nothing)
+    assert nothing.jobs == []  # resuming without --rerun: all finished
+
+
 def test_subprocess_launcher_kills_the_whole_tree_on_timeout(tmp_path):
     # The task starts a child in its own session (as the reviewer does): the timeout must kill it too.
     code = (
