@@ -32,6 +32,12 @@ rounded to the nearest TF32 value and ``x_lo = x - x_hi`` (exact). Captured with
 products run on tensor cores at TF32 speed with 3xTF32 accuracy (only ``a_lo * b_lo`` and the
 truncation of the low parts are lost), where Triton's ``tf32x3`` splits the tiles inside the loop.
 
+Before the others, linear layers (and matmuls by one right operand) applied to most of the slices of
+one tensor along a batch-like dimension, as an unrolled RNN applies its input projection to
+``x[:, t]`` at each step, become one product over the whole tensor, sliced afterwards
+(:func:`hoist_sliced_products`): one large GEMM instead of one per step, and one Inductor autotune
+instead of one per slice (each slice's storage offset makes a new autotuning key).
+
 A dilated transposed or 1-D convolution gets both rewrites. With ``as_gemm`` (the ``conv_gemm``
 skill's recapture), every 2-D convolution of one group (1-D ones lifted, transposed ones stuffed
 first) becomes an explicit im2col gather (one copy kernel of ``kh * kw`` times the input) and one
@@ -44,6 +50,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -326,6 +333,66 @@ def _conv_form(node: Any, as_gemm: bool) -> str:
     return what
 
 
+_SLICED_PRODUCTS = {torch._C._nn.linear: "linear", operator.matmul: "matmul", torch.matmul: "matmul"}
+
+
+def _slice_of(node: Any) -> tuple[Any, int, tuple] | None:
+    """``(tensor, dim, index)`` when ``node`` is ``tensor[:, ..., :, i]`` (full slices, then one int), else None."""
+    if getattr(node, "op", None) != "call_function" or node.target is not operator.getitem:
+        return None
+    base, index = node.args[0], node.args[1]
+    index = index if isinstance(index, tuple) else (index,)
+    dim = next((k for k, item in enumerate(index) if item != slice(None)), len(index))
+    if dim != len(index) - 1 or not isinstance(index[-1], int) or isinstance(index[-1], bool):
+        return None
+    return base, dim, index
+
+
+def hoist_sliced_products(gm: Any) -> list[str]:
+    """One product over the whole tensor for products by one operand of most of its slices (see module doc).
+
+    A group is the ``linear(x[..., i], W, b)`` calls (or ``x[..., i] @ W``) sharing ``x``, the sliced
+    dimension and the other operands; the dimension must not be the contracted (last) one, and the
+    group must cover at least half of its length (at least two slices), so that the whole product
+    does no more than twice the work. Rewrites in place; returns what was rewritten.
+    """
+    order = {node: i for i, node in enumerate(gm.graph.nodes)}
+    groups: dict[tuple, list[tuple[Any, tuple]]] = defaultdict(list)
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target not in _SLICED_PRODUCTS or node.kwargs:
+            continue
+        sliced = _slice_of(node.args[0])
+        if sliced is None:
+            continue
+        base, dim, index = sliced
+        value = getattr(base, "meta", {}).get("example_value")
+        if value is None or dim >= value.dim() - 1:
+            continue
+        key = (_SLICED_PRODUCTS[node.target], base, dim, *node.args[1:])
+        groups[key].append((node, index))
+    done: list[str] = []
+    for (name, base, dim, *others), members in groups.items():
+        length = base.meta["example_value"].shape[dim]
+        if len(members) < 2 or 2 * len(members) < length:
+            continue
+        members.sort(key=lambda m: order[m[0]])
+        target = torch._C._nn.linear if name == "linear" else torch.matmul
+        with gm.graph.inserting_before(members[0][0]):
+            whole = gm.graph.call_function(target, (base, *others))
+        for node, index in members:
+            with gm.graph.inserting_before(node):
+                part = gm.graph.call_function(operator.getitem, (whole, index))
+            node.replace_all_uses_with(part)
+            sliced = node.args[0]
+            gm.graph.erase_node(node)
+            if not sliced.users:  # the slice fed only this product (only such nodes are removed)
+                gm.graph.erase_node(sliced)
+        done.append(f"{len(members)} {name} calls on slices of one tensor -> one {name} over the whole tensor")
+    if done:
+        gm.recompile()
+    return done
+
+
 def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False) -> list[str]:
     """Rewrite the ops of a Dynamo FX graph module in place into forms Inductor makes Triton kernels of.
 
@@ -333,9 +400,10 @@ def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False) -> list[st
     short reduction (static weight shape), its dilation is (statically) above 1, or, with ``as_gemm``,
     it is a ``conv2d`` of (statically) one group; ``as_gemm`` turns every rewritten 2-D convolution of
     one group into im2col + GEMM. Adaptive average poolings are always decomposed. ``split``: every
-    GEMM call (and every im2col GEMM) as a 3xTF32 split GEMM (:func:`matmul_3xtf32`).
+    GEMM call (and every im2col GEMM) as a 3xTF32 split GEMM (:func:`matmul_3xtf32`). Products of
+    slices are hoisted first (:func:`hoist_sliced_products`).
     """
-    done: list[str] = []
+    done = hoist_sliced_products(gm)
     for node in gm.graph.nodes:
         if node.op != "call_function":
             continue

@@ -155,3 +155,15 @@ def test_conv_gemm_recapture_of_a_resnet_block(tmp_path):
     assert not problem and "im2col + GEMM" in note and not CONV_TEMPLATE.search(new)
     r = run_review(task, new, tmp_path, "gemm", device="cuda")
     assert r["status"] == "correct" and r["custom_kernel"], r.get("error_digest")
+
+
+def test_unrolled_lstm_gets_a_triton_template_seed(tmp_path):
+    """Session 5: the LSTM's `triton` capture never finished (an autotune per step's x[:, t] @ W, 18-30 s
+    each from the 7th on). With the input projections hoisted into one GEMM it should, within its limit."""
+    task = TASKS / "level3" / "07_lstm_unrolled.py"
+    template = capture_variant(Context(), str(task), "triton", tmp_path)
+    assert template.ok, template.error
+    assert "16 linear calls on slices of one tensor" in " ".join(template.capture["reformulated"])
+    print(f"LSTM triton capture: {template.wall_s:.0f} s")
+    r = run_review(task, template.source, tmp_path, "triton", device="cuda")
+    assert r["status"] == "correct" and r["custom_kernel"], r.get("error_digest")

@@ -14,6 +14,7 @@ from kernelskill.runner.reformulate import (
     addmm_3xtf32,
     conv_for_template,
     conv_transpose_as_conv,
+    hoist_sliced_products,
     linear_3xtf32,
     matmul_3xtf32,
     split_tf32,
@@ -326,4 +327,35 @@ def test_triton_forms_split_every_gemm_and_the_im2col_ones():
         "linear -> 3xTF32 split GEMM",
         "matmul -> 3xTF32 split GEMM",
         "matmul -> 3xTF32 split GEMM",
+    ]
+
+
+class _Unrolled(nn.Module):
+    """An LSTM-like loop: one input projection per step of x[:, t], a recurrent one, and a too-sparse use."""
+
+    def __init__(self):
+        super().__init__()
+        self.x2h, self.h2h = nn.Linear(6, 8), nn.Linear(8, 8, bias=False)
+        self.w = nn.Parameter(torch.randn(6, 8))
+
+    def forward(self, x, h):
+        outs = []
+        for t in range(x.shape[1]):
+            h = torch.tanh(self.x2h(x[:, t]) + self.h2h(h) + x[:, t] @ self.w)
+            outs.append(h)
+        y = torch.stack(outs, 1)
+        return y, self.x2h(y[:, 0, :6]), x[0] @ self.w  # one slice of 2 along dim 0: left as is
+
+
+def test_products_of_slices_are_hoisted_into_one_product():
+    torch.manual_seed(0)
+
+    def check(targets):
+        assert targets.count(torch._C._nn.linear) == 1 + 4 + 1  # the hoisted one, 4 recurrent, the unrelated one
+        assert targets.count(torch.matmul) == 1  # the hoisted x @ w (the x[0] @ w one stays operator.matmul)
+
+    forms = _inductor_on(_Unrolled().eval(), (torch.randn(3, 4, 6), torch.randn(3, 8)), hoist_sliced_products, check)
+    assert forms == [
+        "4 linear calls on slices of one tensor -> one linear over the whole tensor",
+        "4 matmul calls on slices of one tensor -> one matmul over the whole tensor",
     ]
