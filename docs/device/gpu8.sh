@@ -2,7 +2,10 @@
 # Recorded device calls (session 5; ran as scratch/gpu7.sh / gpu8.sh with .whl/, scratch/evs.tgz (the eval dirs) and
 # scratch/kscache3 carried): call 1 `TESTS=tests A=1 B=3 BUDGET=540` (gpu7.sh: the same script with the test path
 # fixed to `tests`, run as `TESTS=1`), call 2 `TESTS=tests/test_offline_gpu.py::test_compensated_repair_of_a_long_mat_vec
-# A=2 B=3 BUDGET=530`, call 3 `A=1 B=2 BUDGET=510`.
+# A=2 B=3 BUDGET=530`, call 3 `A=1 B=2 BUDGET=510`. Session 6 (run as scratch/gpu8.sh, the same script): call 1
+# `TESTS="<2 node ids>" A=3 B=2 BUDGET=530`, call 2 `A=1 B=3 BUDGET=540`, call 3 `A=2 B=1 BUDGET=555`.
+# Optional RA / RB: `--rerun` globs for level A / B (set them for one call only: a later call with the same globs
+# would start those tasks over again).
 # GPU tests ($TESTS, pytest paths or node ids) then level A on GPU 0 (cores 0-15) || level B on GPU 1 (cores 16-31).
 # Carry: .whl scratch/evs.tgz scratch/gpu7.sh scratch/kscache3   (make evs.tgz: tar czf scratch/evs.tgz scratch/ev3)
 set -u
@@ -23,11 +26,11 @@ T0C=""; T1C=""; command -v taskset >/dev/null && { T0C="taskset -c 0-15"; T1C="t
     timeout $(( $(left) - 60 )) $T0C python3 -m pytest -m gpu $TESTS -p no:cacheprovider -q -rs --durations=10 > $OUT/ev/gpu_tests.txt 2>&1
     echo "rc=$?" >> $OUT/ev/gpu_tests.txt
   fi
-  timeout -s INT $(left) $T0C make eval LEVEL=$A LIMIT=0 GPUS=0 KS="$KS" EVAL_FLAGS="--out scratch/ev3/l$A --rounds 2 --task-timeout 300 --retry-timeouts" > $OUT/ev/l$A.log 2>&1
+  timeout -s INT $(left) $T0C make eval LEVEL=$A LIMIT=0 GPUS=0 KS="$KS" EVAL_FLAGS="--out scratch/ev3/l$A --rounds 2 --task-timeout 300 --retry-timeouts${RA:+ --rerun $RA}" > $OUT/ev/l$A.log 2>&1
 ) &
 (
   export CUDA_VISIBLE_DEVICES=1
-  timeout -s INT $(left) $T1C make eval LEVEL=$B LIMIT=0 GPUS=1 KS="$KS" EVAL_FLAGS="--out scratch/ev3/l$B --rounds 2 --task-timeout 300 --retry-timeouts" > $OUT/ev/l$B.log 2>&1
+  timeout -s INT $(left) $T1C make eval LEVEL=$B LIMIT=0 GPUS=1 KS="$KS" EVAL_FLAGS="--out scratch/ev3/l$B --rounds 2 --task-timeout 300 --retry-timeouts${RB:+ --rerun $RB}" > $OUT/ev/l$B.log 2>&1
 ) &
 wait
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/ev/gpu.txt
