@@ -161,7 +161,7 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
     variant = is_compiler_seed(base)
     if transform == "dot_precision":
         variants = precision_variants(source)
-        sources, notes = [v for v, _ in variants], [note for _, note in variants]
+        sources, notes, problem = [v for v, _ in variants], [note for _, note in variants], ""
         if variant is not None and split_gemm_applicable(base) is None:
             more, more_notes, problem = _recapture(
                 ctx, task_path, workdir, base, variant, _conv_gemm_form(base), graphed, "dot_precision", split=True

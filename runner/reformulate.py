@@ -413,7 +413,8 @@ def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False) -> list[st
             if what:
                 node.target = conv_for_template
         elif target is torch.conv1d:
-            node.target, what = conv_for_template, "conv1d -> conv2d"
+            form = _conv_form(node, False)
+            node.target, what = conv_for_template, form if form.startswith("grouped") else "conv1d -> conv2d"
         elif target in _TRANSPOSED:
             node.target = conv_transpose_as_conv
             what = f"conv_transpose{_TRANSPOSED[target]}d -> stride-1 convolution of the zero-stuffed input"
