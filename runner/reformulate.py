@@ -26,7 +26,8 @@ is rewritten into forms Inductor generates Triton kernels for (:func:`triton_for
   Inductor to a reduction kernel (:func:`adaptive_avg_pool_decomposed`).
 
 With ``split`` (the ``dot_precision`` skill's recapture of a compiler seed), every fp32 GEMM
-(``@``, ``matmul``, ``mm``, ``bmm``, ``addmm``, ``linear``; im2col GEMMs too) becomes one GEMM over
+(``@``, ``matmul``, ``mm``, ``bmm``, ``addmm``, ``linear``; im2col GEMMs and the two products of a
+``scaled_dot_product_attention`` without dropout too) becomes one GEMM over
 three times the reduction: ``[a_lo | a_hi | a_hi] @ [b_hi ; b_lo ; b_hi]``, where ``x_hi`` is ``x``
 rounded to the nearest TF32 value and ``x_lo = x - x_hi`` (exact). Captured with TF32 allowed, its
 products run on tensor cores at TF32 speed with 3xTF32 accuracy (only ``a_lo * b_lo`` and the
@@ -211,6 +212,41 @@ def addmm_3xtf32(
     out = matmul_3xtf32(mat1, mat2)
     out = out if alpha == 1 else out * alpha
     return out + (input if beta == 1 else input * beta)
+
+
+def sdpa_3xtf32(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> torch.Tensor:
+    """``F.scaled_dot_product_attention`` without dropout, its two products through :func:`matmul_3xtf32`.
+
+    PyTorch's reference formula: ``softmax(q @ k^T * scale + mask) @ v``, a causal mask aligned to the
+    top left, a boolean mask keeping where it is True, a float mask added; with ``enable_gqa`` the key
+    and value heads repeated to the query's.
+    """
+    if dropout_p:
+        raise ValueError("sdpa_3xtf32 has no dropout (the rewrite skips calls that may drop out)")
+    length, source = query.shape[-2], key.shape[-2]
+    if enable_gqa and key.shape[-3] != query.shape[-3]:
+        key = key.repeat_interleave(query.shape[-3] // key.shape[-3], -3)
+        value = value.repeat_interleave(query.shape[-3] // value.shape[-3], -3)
+    factor = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = matmul_3xtf32(query, key.transpose(-2, -1)) * factor
+    if is_causal:
+        keep = torch.ones(length, source, dtype=torch.bool, device=query.device).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    return matmul_3xtf32(torch.softmax(scores, dim=-1), value)
 
 
 _SPLIT_GEMMS = {
@@ -426,6 +462,10 @@ def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False) -> list[st
         elif split and target in _SPLIT_GEMMS:
             node.target = _SPLIT_GEMMS[target]
             done.append(f"{getattr(target, '__name__', 'matmul')} -> 3xTF32 split GEMM")
+            continue
+        elif split and target is torch._C._nn.scaled_dot_product_attention and not _static_arg(node, 4, "dropout_p", 0):
+            node.target = sdpa_3xtf32  # an attention's products would otherwise be decomposed below the FX graph
+            done.append("scaled_dot_product_attention -> softmax of 3xTF32 split GEMMs")
             continue
         if what:
             if as_gemm and "shifted" not in what:

@@ -17,6 +17,7 @@ from kernelskill.runner.reformulate import (
     hoist_sliced_products,
     linear_3xtf32,
     matmul_3xtf32,
+    sdpa_3xtf32,
     split_tf32,
     triton_forms,
 )
@@ -309,7 +310,8 @@ class _Gemms(nn.Module):
 
     def forward(self, x, y, img):
         h = self.fc(x) @ y
-        return torch.bmm(h[None], torch.matmul(y.t(), y)[None])[0], torch.addmm(x[:, :12], h, y.t()), self.conv(img)
+        a = F.scaled_dot_product_attention(h[None], h[None], x[None, :, :12], is_causal=True)[0]
+        return torch.bmm(h[None], torch.matmul(y.t(), y)[None])[0], torch.addmm(x[:, :12], h, y.t()), self.conv(img), a
 
 
 def test_triton_forms_split_every_gemm_and_the_im2col_ones():
@@ -327,7 +329,44 @@ def test_triton_forms_split_every_gemm_and_the_im2col_ones():
         "linear -> 3xTF32 split GEMM",
         "matmul -> 3xTF32 split GEMM",
         "matmul -> 3xTF32 split GEMM",
+        "scaled_dot_product_attention -> softmax of 3xTF32 split GEMMs",
     ]
+
+
+def test_attention_in_split_gemms_equals_pytorch():
+    g = torch.Generator().manual_seed(0)
+    checked = 0
+    for causal, mask, gqa, scale, (n, s) in itertools.product(
+        [False, True], [None, "bool", "float"], [False, True], [None, 0.3], [(5, 5), (4, 7)]
+    ):
+        if causal and mask:
+            continue  # PyTorch takes one or the other
+        q = torch.randn(2, 4, n, 8, generator=g, dtype=torch.float64)
+        k, v = (torch.randn(2, 2 if gqa else 4, s, d, generator=g, dtype=torch.float64) for d in (8, 6))
+        m = None
+        if mask == "bool":
+            m = torch.rand(n, s, generator=g) > 0.3
+            m[:, 0] = True  # no fully masked row
+        elif mask == "float":
+            m = torch.randn(2, 1, n, s, generator=g, dtype=torch.float64)
+        want = F.scaled_dot_product_attention(q, k, v, attn_mask=m, is_causal=causal, scale=scale, enable_gqa=gqa)
+        torch.testing.assert_close(sdpa_3xtf32(q, k, v, m, 0.0, causal, scale, gqa), want)
+        m32 = m.float() if mask == "float" else m
+        got32 = sdpa_3xtf32(q.float(), k.float(), v.float(), m32, 0.0, causal, scale, gqa)
+        torch.testing.assert_close(got32.double(), want, rtol=1e-5, atol=1e-5)  # the split products, near fp32
+        checked += 1
+    assert checked == 32
+
+    seen = []
+
+    def backend(gm, example_inputs):  # attention that may drop out is left to PyTorch
+        seen.append(triton_forms(gm, split=True))
+        return gm.forward
+
+    torch._dynamo.reset()
+    q = torch.randn(1, 2, 4, 8)
+    torch.compile(lambda q: F.scaled_dot_product_attention(q, q, q, dropout_p=0.5), backend=backend)(q)
+    assert seen == [[]]
 
 
 class _Unrolled(nn.Module):
