@@ -5,7 +5,7 @@
 # A=2 B=3 BUDGET=530`, call 3 `A=1 B=2 BUDGET=510`. Session 6 (run as scratch/gpu8.sh, the same script): call 1
 # `TESTS="<2 node ids>" A=3 B=2 BUDGET=530`, call 2 `A=1 B=3 BUDGET=540`, call 3 `A=2 B=1 BUDGET=555`.
 # Optional RA / RB: `--rerun` globs for level A / B (set them for one call only: a later call with the same globs
-# would start those tasks over again).
+# would start those tasks over again). `-rsP` (since session 6; was -rs) shows the printed timings of passing tests.
 # GPU tests ($TESTS, pytest paths or node ids) then level A on GPU 0 (cores 0-15) || level B on GPU 1 (cores 16-31).
 # Carry: .whl scratch/evs.tgz scratch/gpu7.sh scratch/kscache3   (make evs.tgz: tar czf scratch/evs.tgz scratch/ev3)
 set -u
@@ -23,7 +23,7 @@ T0C=""; T1C=""; command -v taskset >/dev/null && { T0C="taskset -c 0-15"; T1C="t
 (
   export CUDA_VISIBLE_DEVICES=0
   if [ -n "${TESTS:-}" ]; then  # TESTS: pytest node ids
-    timeout $(( $(left) - 60 )) $T0C python3 -m pytest -m gpu $TESTS -p no:cacheprovider -q -rs --durations=10 > $OUT/ev/gpu_tests.txt 2>&1
+    timeout $(( $(left) - 60 )) $T0C python3 -m pytest -m gpu $TESTS -p no:cacheprovider -q -rsP --durations=10 > $OUT/ev/gpu_tests.txt 2>&1
     echo "rc=$?" >> $OUT/ev/gpu_tests.txt
   fi
   timeout -s INT $(left) $T0C make eval LEVEL=$A LIMIT=0 GPUS=0 KS="$KS" EVAL_FLAGS="--out scratch/ev3/l$A --rounds 2 --task-timeout 300 --retry-timeouts${RA:+ --rerun $RA}" > $OUT/ev/l$A.log 2>&1
