@@ -125,7 +125,7 @@ def applicable(transform: str, source: str) -> str | None:
         base = unwrap_cuda_graph(source)
         if is_compiler_seed(base) is None:
             return "not a compiler seed"
-        if _conv_gemm_form(base):
+        if _captured_with(base, CONV_GEMM_MARK):
             return "convolutions already captured as im2col GEMMs"
         return None if CONV_TEMPLATE.search(base) else "no Triton convolution template kernel"
     return f"no deterministic transform named {transform!r}"
@@ -137,16 +137,16 @@ def split_gemm_applicable(base: str) -> str | None:
     A Triton convolution template would run in TF32 in such a capture (TF32 is allowed globally), so a
     seed with one is left to ``conv_gemm`` first.
     """
-    if SPLIT_GEMM_MARK in base[:2000]:
+    if _captured_with(base, SPLIT_GEMM_MARK):
         return "GEMMs already over 3xTF32 split operands"
     if CONV_TEMPLATE.search(base):
         return "a Triton convolution template kernel would run in TF32"
     return None if count_exact_dots(base) else "no fp32 tl.dot kept off tensor cores"
 
 
-def _conv_gemm_form(source: str) -> bool:
-    """True for a compiler seed captured with its convolutions as im2col GEMMs (its header says so)."""
-    return CONV_GEMM_MARK in source[:2000]
+def _captured_with(source: str, mark: str) -> bool:
+    """True for a compiler seed whose header names ``mark`` (``CONV_GEMM_MARK``, ``SPLIT_GEMM_MARK``)."""
+    return mark in source[:2000]
 
 
 def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Path) -> tuple[list[str], list[str], str]:
@@ -159,17 +159,18 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
     graphed = GRAPH_MARK in source
     base = unwrap_cuda_graph(source)
     variant = is_compiler_seed(base)
+    conv_gemm_form = _captured_with(base, CONV_GEMM_MARK)
     if transform == "dot_precision":
         variants = precision_variants(source)
-        sources, notes, problem = [v for v, _ in variants], [note for _, note in variants], ""
+        sources, notes = [v for v, _ in variants], [note for _, note in variants]
         if variant is not None and split_gemm_applicable(base) is None:
             more, more_notes, problem = _recapture(
-                ctx, task_path, workdir, base, variant, _conv_gemm_form(base), graphed, "dot_precision", split=True
+                ctx, task_path, workdir, base, variant, conv_gemm_form, graphed, "dot_precision", split=True
             )
             sources, notes = sources + more, notes + more_notes
-            if problem and notes:
+            if problem:  # the text variants stand (applicable() guarantees at least one)
                 notes[0] += f"; no 3xTF32 split-operand recapture: {problem}"
-        return sources, notes, problem if not sources else ""
+        return sources, notes, ""
     if transform == "conv_gemm" and variant is not None:
         sources, notes, problem = _recapture(ctx, task_path, workdir, base, variant, True, graphed, "conv_gemm")
         if applied_precision(base) == "tf32x3":  # near-fp32 on tensor cores: the split GEMMs are the same method
@@ -177,9 +178,7 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
             sources, notes = sources + more, notes + more_notes
         return sources, notes, problem if not sources else ""
     if variant is not None:
-        return _recapture(
-            ctx, task_path, workdir, base, TUNED[variant], _conv_gemm_form(base), graphed, "autotune_sweep"
-        )
+        return _recapture(ctx, task_path, workdir, base, TUNED[variant], conv_gemm_form, graphed, "autotune_sweep")
     variants = sweep_variants(base, max_variants=SWEEP_VARIANTS)
     if not variants:
         return [], [], "autotune_sweep: no variant to try"
@@ -206,14 +205,10 @@ def _recapture(
     operands, whose TF32 dots are the method and stay as they are.
     """
     reserve = deadline.ROUND_RESERVE_S / 2  # the recapture's own review
-    if split or SPLIT_GEMM_MARK in base[:2000]:
-        outcome = capture_variant(ctx, task_path, variant, workdir, True, reserve, conv_gemm, split_gemm=True)
-        if not outcome.ok:
-            return [], [], outcome.note()
-        new = outcome.source
-        return [cuda_graph_wrap(new) if graphed else new], [f"{label}: {outcome.note()}"], ""
-    precision = applied_precision(base)
-    outcome = capture_variant(ctx, task_path, variant, workdir, precision is not None, reserve, conv_gemm)
+    split = split or _captured_with(base, SPLIT_GEMM_MARK)
+    precision = None if split else applied_precision(base)
+    tf32 = split or precision is not None
+    outcome = capture_variant(ctx, task_path, variant, workdir, tf32, reserve, conv_gemm, split)
     if not outcome.ok and precision:
         outcome = capture_variant(ctx, task_path, variant, workdir, reserve_s=reserve, conv_gemm=conv_gemm)
     if not outcome.ok:

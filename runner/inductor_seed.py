@@ -54,7 +54,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 TUNED = {"default": "autotune", "triton": "triton_autotune"}  # the autotune_sweep of each variant
 # variants that ask for Triton templates: attention through its math decomposition (matmuls + softmax),
-# 1-D, transposed and dilated convolutions in forms the convolution templates take (runner/reformulate.py)
+# and the Dynamo graph rewritten first into forms Inductor makes Triton kernels of (reformulate.triton_forms)
 TEMPLATE_VARIANTS = {"triton", "triton_autotune"}
 
 CONV_GEMM_MARK = "convolutions as im2col GEMMs"  # in the seed's header when captured with conv_gemm

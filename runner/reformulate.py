@@ -353,12 +353,22 @@ def _weight_shape(node: Any) -> tuple[int, ...] | None:
         return None
 
 
-def _conv_form(node: Any, as_gemm: bool) -> str:
-    """What rewriting ``conv2d`` / ``conv3d`` ``node`` into :func:`conv_for_template` does ('' for nothing)."""
+def _direct_products(node: Any) -> int:
+    """Products per output of a convolution node run in the direct form (static shape and groups), else 0."""
+    groups, shape = _static_arg(node, 6, "groups", 1), _weight_shape(node)
+    if isinstance(groups, int) and shape is not None and direct_form(shape, groups):
+        return math.prod(shape[1:])
+    return 0
+
+
+def _conv_form(node: Any, as_gemm: bool, products: int) -> str:
+    """What rewriting ``conv2d`` / ``conv3d`` ``node`` into :func:`conv_for_template` does ('' for nothing).
+
+    ``products``: :func:`_direct_products` of the node.
+    """
     name, groups = node.target.__name__, _static_arg(node, 6, "groups", 1)
-    shape = _weight_shape(node)
-    if isinstance(groups, int) and groups > 1 and shape is not None and direct_form(shape, groups):
-        return f"grouped {name} -> sum of shifted inputs ({math.prod(shape[1:])} products per output)"
+    if products:
+        return f"grouped {name} -> sum of shifted inputs ({products} products per output)"
     what = ""
     dilation = _static_arg(node, 5, "dilation", 1)
     if isinstance(dilation, (int, tuple, list)) and any(int(d) > 1 for d in _tuple(dilation, 1)):
@@ -443,14 +453,12 @@ def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False) -> list[st
     for node in gm.graph.nodes:
         if node.op != "call_function":
             continue
-        target, what = node.target, ""
-        if target in (torch.conv2d, torch.conv3d):
-            what = _conv_form(node, as_gemm)
+        target, what, direct = node.target, "", 0
+        if target in (torch.conv2d, torch.conv3d, torch.conv1d):
+            direct = _direct_products(node)
+            what = _conv_form(node, as_gemm, direct) if direct or target is not torch.conv1d else "conv1d -> conv2d"
             if what:
                 node.target = conv_for_template
-        elif target is torch.conv1d:
-            form = _conv_form(node, False)
-            node.target, what = conv_for_template, form if form.startswith("grouped") else "conv1d -> conv2d"
         elif target in _TRANSPOSED:
             node.target = conv_transpose_as_conv
             what = f"conv_transpose{_TRANSPOSED[target]}d -> stride-1 convolution of the zero-stuffed input"
@@ -468,7 +476,7 @@ def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False) -> list[st
             done.append("scaled_dot_product_attention -> softmax of 3xTF32 split GEMMs")
             continue
         if what:
-            if as_gemm and "shifted" not in what:
+            if as_gemm and not direct:
                 node.kwargs = {**node.kwargs, "as_gemm": True, **({"split": True} if split else {})}
                 what += "" if "GEMM" in what else " (then im2col + GEMM if one group)"
                 what += " (3xTF32 split)" if split else ""

@@ -10,6 +10,7 @@ import ast
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -288,7 +289,7 @@ def test_autotune_sweep_on_a_compiler_seed_recaptures_the_tuned_variant(tmp_path
 
     calls = []
 
-    def fake_capture(ctx, task_path, variant, workdir, tf32=False, reserve_s=0.0, conv_gemm=False):
+    def fake_capture(ctx, task_path, variant, workdir, tf32=False, reserve_s=0.0, conv_gemm=False, split_gemm=False):
         calls.append(variant if not tf32 else f"{variant}+tf32")
         return SeedOutcome(variant, source=f'"""kernelskill compiler seed for t: x (variant {variant!r}), ..."""\n')
 
@@ -362,18 +363,28 @@ def test_a_seed_of_library_calls_only_asks_for_the_triton_variant():
     assert not SeedOutcome("default", source=triton, capture={"extern_calls": []}).needs_custom_variant
 
 
+def recorded_captures(calls: list) -> Any:
+    """A stand-in for ``capture_variant``: records ``(variant, tf32, conv_gemm, split_gemm)`` and returns the
+    Linear+GELU Triton fixture captured so (TF32 dots when ``tf32``, the header marks of the forms)."""
+
+    def capture(ctx, task_path, variant, workdir, tf32=False, reserve_s=0.0, conv_gemm=False, split_gemm=False):
+        calls.append((variant, tf32, conv_gemm, split_gemm))
+        cap = {**fixture("01_linear_gelu_scale_triton"), "variant": variant, "tf32": tf32}
+        cap.update(conv_gemm=conv_gemm, split_gemm=split_gemm)
+        source = seed.emit_candidate("x = 1\n", cap)
+        if tf32:  # Inductor's templates then multiply in TF32
+            source = source.replace("ALLOW_TF32 : tl.constexpr = False", "ALLOW_TF32 : tl.constexpr = True")
+        forms = ["linear -> 3xTF32 split GEMM"] if split_gemm else []
+        return SeedOutcome(variant, source=source, capture={**cap, "reformulated": forms})
+
+    return capture
+
+
 def test_conv_gemm_recaptures_a_seed_with_a_convolution_template(tmp_path, monkeypatch):
     import kernelskill.nodes.transforms as transforms
 
-    calls = []
-
-    def fake_capture(ctx, task_path, variant, workdir, tf32=False, reserve_s=0.0, conv_gemm=False, split_gemm=False):
-        calls.append((variant, tf32, conv_gemm) + ((split_gemm,) if split_gemm else ()))
-        cap = {**fixture("01_linear_gelu_scale_triton"), "variant": variant, "conv_gemm": conv_gemm}
-        cap["split_gemm"] = split_gemm
-        return SeedOutcome(variant, source=seed.emit_candidate("x = 1\n", cap), capture=cap)
-
-    monkeypatch.setattr(transforms, "capture_variant", fake_capture)
+    calls: list = []
+    monkeypatch.setattr(transforms, "capture_variant", recorded_captures(calls))
     base = emitted("01_linear_gelu_scale_triton", "level2/01_linear_gelu_scale.py")
     assert applicable("conv_gemm", base) == "no Triton convolution template kernel"
     assert applicable("conv_gemm", "import torch\n") == "not a compiler seed"
@@ -384,15 +395,15 @@ def test_conv_gemm_recaptures_a_seed_with_a_convolution_template(tmp_path, monke
     )
     assert conv != base and applicable("conv_gemm", conv) is None
     [new], [note], problem = apply("conv_gemm", cuda_graph_wrap(conv), Context(), "t.py", tmp_path)
-    assert calls == [("triton", False, True)] and not problem and note.startswith("conv_gemm: compiler seed")
+    assert calls == [("triton", False, True, False)] and not problem and note.startswith("conv_gemm: compiler seed")
     assert seed.CONV_GEMM_MARK in new[:2000] and is_compiler_seed(new) == "triton" and GRAPH_MARK in new
     assert applicable("conv_gemm", new) == "convolutions already captured as im2col GEMMs"
     calls.clear()
     apply("autotune_sweep", new, Context(), "t.py", tmp_path)
-    assert calls == [("triton_autotune", False, True)]  # the tuned recapture keeps the GEMM form
+    assert calls == [("triton_autotune", False, True, False)]  # the tuned recapture keeps the GEMM form
     calls.clear()  # a parent already moved to tf32x3: its precision, and the split-operand GEMMs too
     sources, notes, _ = apply("conv_gemm", with_precision(conv, "tf32x3"), Context(), "t.py", tmp_path)
-    assert calls == [("triton", True, True), ("triton", True, True, True)] and len(sources) == 2
+    assert calls == [("triton", True, True, False), ("triton", True, True, True)] and len(sources) == 2
     assert seed.SPLIT_GEMM_MARK in sources[1][:2000] and seed.SPLIT_GEMM_MARK not in sources[0][:2000]
 
 
@@ -400,17 +411,8 @@ def test_dot_precision_of_a_compiler_seed_adds_a_split_operand_recapture(tmp_pat
     import kernelskill.nodes.transforms as transforms
     from kernelskill.runner.dot_precision import count_exact_dots, dot_precisions
 
-    calls = []
-
-    def fake_capture(ctx, task_path, variant, workdir, tf32=False, reserve_s=0.0, conv_gemm=False, split_gemm=False):
-        calls.append((variant, tf32, conv_gemm, split_gemm))
-        cap = {**fixture("01_linear_gelu_scale_triton"), "variant": variant, "tf32": tf32, "split_gemm": split_gemm}
-        source = seed.emit_candidate("x = 1\n", cap)
-        if tf32:  # Inductor's templates then multiply in TF32
-            source = source.replace("ALLOW_TF32 : tl.constexpr = False", "ALLOW_TF32 : tl.constexpr = True")
-        return SeedOutcome(variant, source=source, capture={**cap, "reformulated": ["linear -> 3xTF32 split GEMM"]})
-
-    monkeypatch.setattr(transforms, "capture_variant", fake_capture)
+    calls: list = []
+    monkeypatch.setattr(transforms, "capture_variant", recorded_captures(calls))
     base = emitted("01_linear_gelu_scale_triton", "level2/01_linear_gelu_scale.py")
     assert count_exact_dots(base) and transforms.split_gemm_applicable(base) is None
     sources, notes, problem = apply("dot_precision", base, Context(), "t.py", tmp_path)
