@@ -92,6 +92,13 @@ class Context:
         default=True,
         metadata={"description": "On CUDA, add TorchInductor's kernels for the task as seed candidates."},
     )
+    split_gemm: bool = field(
+        default=False,
+        metadata={
+            "description": "Also try, in dot_precision and conv_gemm, a recapture with every fp32 GEMM as one TF32 "
+            "GEMM over 3xTF32 split operands (H200: correct on 4 of 7 tasks, the fastest on none)."
+        },
+    )
     seed_timeout_s: float = field(
         default=600.0, metadata={"description": "Time limit of one compiler-seed capture (TorchInductor compile)."}
     )

@@ -16,14 +16,18 @@ Each transform implements the method of the skill cards that name it (``transfor
 - ``conv_gemm`` (card ``conv-im2col-gemm``): a compiler seed with a Triton convolution template
   kernel recaptured with its 2-D convolutions as im2col + GEMM (``runner/reformulate.py``), so that
   Inductor's matmul template does their math; the parent's dot precision is kept as for
-  ``autotune_sweep`` (a ``tf32x3`` parent also gets the GEMMs over 3xTF32 split operands, as
-  ``dot_precision`` makes them), and a later ``autotune_sweep`` keeps the form.
+  ``autotune_sweep`` (with ``Context.split_gemm``, a ``tf32x3`` parent also gets the GEMMs over 3xTF32
+  split operands, as ``dot_precision`` makes them), and a later ``autotune_sweep`` keeps the form.
 - ``dot_precision`` (card ``dot-input-precision``): every fp32 ``tl.dot`` kept off tensor cores
   (``input_precision="ieee"`` / ``allow_tf32=False``) rewritten to ``"tf32x3"`` and, as further
   variants, ``"tf32"`` and ``"tf32"`` of operands rounded to nearest (``tf32r``; ``runner/dot_precision.py``);
-  for a compiler seed whose dots are all GEMM templates, also a recapture with each fp32 GEMM as one
-  TF32 GEMM over 3xTF32 split operands (``runner/reformulate.py``: tensor-core speed, near-fp32
-  accuracy); the reviewer keeps the fastest one that is correct.
+  with ``Context.split_gemm`` (off by default), for a compiler seed whose dots are all GEMM templates,
+  also a recapture with each fp32 GEMM as one TF32 GEMM over 3xTF32 split operands
+  (``runner/reformulate.py``); the reviewer keeps the fastest one that is correct. On an H200 the split
+  GEMMs missed the fp32 tolerance on level 1's 4096^3 matmuls and on attention (likely because every
+  product goes into the running sum inside the tensor-core instruction, where Triton's ``tf32x3`` adds
+  each tile's products to it in fp32) and, where correct, were never the fastest candidate
+  (docs/benchmarks.md, session 7).
 
 The reviewer judges every result like any other candidate; a transform only proposes.
 """
@@ -163,7 +167,7 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
     if transform == "dot_precision":
         variants = precision_variants(source)
         sources, notes = [v for v, _ in variants], [note for _, note in variants]
-        if variant is not None and split_gemm_applicable(base) is None:
+        if ctx.split_gemm and variant is not None and split_gemm_applicable(base) is None:
             more, more_notes, problem = _recapture(
                 ctx, task_path, workdir, base, variant, conv_gemm_form, graphed, "dot_precision", split=True
             )
@@ -173,7 +177,7 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
         return sources, notes, ""
     if transform == "conv_gemm" and variant is not None:
         sources, notes, problem = _recapture(ctx, task_path, workdir, base, variant, True, graphed, "conv_gemm")
-        if applied_precision(base) == "tf32x3":  # near-fp32 on tensor cores: the split GEMMs are the same method
+        if ctx.split_gemm and applied_precision(base) == "tf32x3":  # near-fp32 on tensor cores, like tf32x3
             more, more_notes, _ = _recapture(ctx, task_path, workdir, base, variant, True, graphed, "conv_gemm", True)
             sources, notes = sources + more, notes + more_notes
         return sources, notes, problem if not sources else ""

@@ -401,8 +401,12 @@ def test_conv_gemm_recaptures_a_seed_with_a_convolution_template(tmp_path, monke
     calls.clear()
     apply("autotune_sweep", new, Context(), "t.py", tmp_path)
     assert calls == [("triton_autotune", False, True, False)]  # the tuned recapture keeps the GEMM form
-    calls.clear()  # a parent already moved to tf32x3: its precision, and the split-operand GEMMs too
-    sources, notes, _ = apply("conv_gemm", with_precision(conv, "tf32x3"), Context(), "t.py", tmp_path)
+    calls.clear()  # a parent already moved to tf32x3 keeps its precision
+    tf32x3 = with_precision(conv, "tf32x3")
+    assert len(apply("conv_gemm", tf32x3, Context(), "t.py", tmp_path)[0]) == 1
+    assert calls == [("triton", True, True, False)]
+    calls.clear()  # and with split_gemm on, gets the split-operand GEMMs too
+    sources, notes, _ = apply("conv_gemm", tf32x3, Context(split_gemm=True), "t.py", tmp_path)
     assert calls == [("triton", True, True, False), ("triton", True, True, True)] and len(sources) == 2
     assert seed.SPLIT_GEMM_MARK in sources[1][:2000] and seed.SPLIT_GEMM_MARK not in sources[0][:2000]
 
@@ -416,6 +420,9 @@ def test_dot_precision_of_a_compiler_seed_adds_a_split_operand_recapture(tmp_pat
     base = emitted("01_linear_gelu_scale_triton", "level2/01_linear_gelu_scale.py")
     assert count_exact_dots(base) and transforms.split_gemm_applicable(base) is None
     sources, notes, problem = apply("dot_precision", base, Context(), "t.py", tmp_path)
+    assert calls == [] and not problem and len(sources) == 3  # off by default: the text variants only
+    on = Context(split_gemm=True)
+    sources, notes, problem = apply("dot_precision", base, on, "t.py", tmp_path)
     assert calls == [("triton", True, False, True)] and not problem and len(sources) == 4
     split = sources[3]
     assert seed.SPLIT_GEMM_MARK in split[:2000] and dot_precisions(split) == {"tf32"}, notes[3]
@@ -435,9 +442,9 @@ def test_dot_precision_of_a_compiler_seed_adds_a_split_operand_recapture(tmp_pat
         return SeedOutcome("triton", error="boom")
 
     monkeypatch.setattr(transforms, "capture_variant", failing)
-    sources, notes, problem = apply("dot_precision", base, Context(), "t.py", tmp_path)
+    sources, notes, problem = apply("dot_precision", base, on, "t.py", tmp_path)
     assert len(sources) == 3 and not problem and "no 3xTF32 split-operand recapture" in notes[0] and "boom" in notes[0]
-    sources, notes, _ = apply("dot_precision", base.replace("(variant 'triton')", ""), Context(), "t.py", tmp_path)
+    sources, notes, _ = apply("dot_precision", base.replace("(variant 'triton')", ""), on, "t.py", tmp_path)
     assert len(sources) == 3 and len(calls) == 1  # a hand-written kernel: text variants only
 
 
