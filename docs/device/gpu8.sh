@@ -6,6 +6,8 @@
 # `TESTS="<2 node ids>" A=3 B=2 BUDGET=530`, call 2 `A=1 B=3 BUDGET=540`, call 3 `A=2 B=1 BUDGET=555`.
 # Optional RA / RB: `--rerun` globs for level A / B (set them for one call only: a later call with the same globs
 # would start those tasks over again). `-rsP` (since session 6; was -rs) shows the printed timings of passing tests.
+# Session 7: calls 1-2 as `TESTS="<4 node ids>" A=1 B=3 RA=... RB=... BUDGET=540`, `A=1 B=3 BUDGET=545`; since then the
+# results come back as one tarball per level (l1.tgz, l3.tgz, kscache3.tgz; extract each from the repo root).
 # GPU tests ($TESTS, pytest paths or node ids) then level A on GPU 0 (cores 0-15) || level B on GPU 1 (cores 16-31).
 # Carry: .whl scratch/evs.tgz scratch/gpu7.sh scratch/kscache3   (make evs.tgz: tar czf scratch/evs.tgz scratch/ev3)
 set -u
@@ -35,5 +37,5 @@ T0C=""; T1C=""; command -v taskset >/dev/null && { T0C="taskset -c 0-15"; T1C="t
 wait
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/ev/gpu.txt
 python3 -c "import torch,triton;print('torch',torch.__version__,'triton',triton.__version__,'cuda',torch.version.cuda)" >> $OUT/ev/gpu.txt
-tar czf $OUT/ev.tgz scratch/ev3/l$A scratch/ev3/l$B scratch/kscache3
+for d in l$A l$B; do tar czf $OUT/$d.tgz scratch/ev3/$d; done; tar czf $OUT/kscache3.tgz scratch/kscache3  # one per level (session 7: 22.6 MB in one did not come back)
 ls -la $OUT $OUT/ev
