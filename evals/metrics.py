@@ -192,7 +192,8 @@ def summarize(rows: list[dict[str, Any]], prices: dict[str, float | None] | None
     if tf32:
         notes.append(
             f"{tf32} success(es) multiply fp32 tiles in TF32 (label tf32_dot): within the tolerance, "
-            "not fp32-exact products; torch.compile's baseline keeps fp32 (allow_tf32 off)"
+            "not fp32-exact products; torch.compile's baseline keeps its matmuls fp32 (PyTorch's default), while its "
+            "cuDNN convolutions run TF32 (also PyTorch's default)"
         )
     repaired = sum(1 for r in successes if r.get("repaired"))
     if repaired:
