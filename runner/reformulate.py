@@ -362,13 +362,15 @@ def _direct_products(node: Any) -> int:
 
 
 def _conv_form(node: Any, as_gemm: bool, products: int) -> str:
-    """What rewriting ``conv2d`` / ``conv3d`` ``node`` into :func:`conv_for_template` does ('' for nothing).
+    """What rewriting convolution ``node`` into :func:`conv_for_template` does ('' for nothing).
 
-    ``products``: :func:`_direct_products` of the node.
+    ``products``: :func:`_direct_products` of the node. A ``conv1d`` is always rewritten.
     """
     name, groups = node.target.__name__, _static_arg(node, 6, "groups", 1)
     if products:
         return f"grouped {name} -> sum of shifted inputs ({products} products per output)"
+    if node.target is torch.conv1d:
+        return "conv1d -> conv2d"
     what = ""
     dilation = _static_arg(node, 5, "dilation", 1)
     if isinstance(dilation, (int, tuple, list)) and any(int(d) > 1 for d in _tuple(dilation, 1)):
@@ -456,7 +458,7 @@ def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False) -> list[st
         target, what, direct = node.target, "", 0
         if target in (torch.conv2d, torch.conv3d, torch.conv1d):
             direct = _direct_products(node)
-            what = _conv_form(node, as_gemm, direct) if direct or target is not torch.conv1d else "conv1d -> conv2d"
+            what = _conv_form(node, as_gemm, direct)
             if what:
                 node.target = conv_for_template
         elif target in _TRANSPOSED:
