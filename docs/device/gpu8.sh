@@ -8,6 +8,11 @@
 # would start those tasks over again). `-rsP` (since session 6; was -rs) shows the printed timings of passing tests.
 # Session 7: calls 1-2 as `TESTS="<4 node ids>" A=1 B=3 RA=... RB=... BUDGET=540`, `A=1 B=3 BUDGET=545`; since then the
 # results come back as one tarball per level (l1.tgz, l3.tgz, kscache3.tgz; extract each from the repo root).
+# Session 8: call 1 `TESTS=tests/test_offline_gpu.py::test_split_operand_recapture_of_fp32_gemms A=1 B=3
+# RA='L1-05*,L1-07*' BUDGET=530`, call 2 `A=1 B=2 RB='<the 17 L2 conv keys>' BUDGET=530`; call 3 ran level 2 alone on
+# both GPUs (docs/benchmarks.md "Session 8"). Between calls on a warm machine, untracked files that .gitignore did not
+# ignore were deleted there (eval.json, summary.*, superseded/ under scratch/ev3, which only .git/info/exclude
+# ignored; runs/ survived as .gitignore names it): /scratch/ is in .gitignore since.
 # GPU tests ($TESTS, pytest paths or node ids) then level A on GPU 0 (cores 0-15) || level B on GPU 1 (cores 16-31).
 # Carry: .whl scratch/evs.tgz scratch/gpu7.sh scratch/kscache3   (make evs.tgz: tar czf scratch/evs.tgz scratch/ev3)
 set -u
