@@ -77,11 +77,13 @@ def capture_variant(
     reserve_s: float = deadline.REVIEW_RESERVE_S,
     conv_gemm: bool = False,
     split_gemm: bool = False,
+    flash: bool = False,
 ) -> SeedOutcome:
     """Capture one Inductor variant of the task in a child process.
 
     ``tf32``: TF32 matmuls allowed; ``conv_gemm``: 2-D convolutions as im2col + GEMM; ``split_gemm``:
-    GEMMs over 3xTF32 split operands (TF32 allowed). Its time limit is ``Context.seed_timeout_s``,
+    GEMMs over 3xTF32 split operands (TF32 allowed); ``flash``: attention as one fused Triton kernel.
+    Its time limit is ``Context.seed_timeout_s``,
     capped by the launch deadline minus ``reserve_s``.
     """
     req = {
@@ -91,9 +93,10 @@ def capture_variant(
         "tf32": tf32,
         "conv_gemm": conv_gemm,
         "split_gemm": split_gemm,
+        "flash": flash,
     }
     name = f"seed_{variant}" + ("_tf32" if tf32 else "") + ("_gemm" if conv_gemm else "")
-    name += "_split" if split_gemm else ""
+    name += ("_split" if split_gemm else "") + ("_flash" if flash else "")
     limit = deadline.timeout(ctx.seed_timeout_s, reserve_s)
     out = run_child("kernelskill.runner.inductor_seed", req, workdir, name, limit, spare=True)
     if isinstance(out, ChildFailure):

@@ -7,6 +7,7 @@ from typing import Any
 
 from kernelskill.graph.state import State
 from kernelskill.runner.dot_precision import count_exact_dots
+from kernelskill.runner.inductor_seed import ATTENTION_MARK, FLASH_MARK
 from kernelskill.runner.static_check import dotted_name as _dotted
 from kernelskill.runner.static_check import embedded_kernel_trees
 
@@ -138,6 +139,7 @@ def extract_features(source: str) -> dict[str, Any]:
         "torch_ops_in_forward": forward_torch_ops,
         "uses_cuda_source": "load_inline" in source,
         "conv_dot_kernel": conv_dot,
+        "attention_unfused": ATTENTION_MARK in source[:2000] and FLASH_MARK not in source[:2000],
     }
 
 

@@ -28,6 +28,13 @@ Each transform implements the method of the skill cards that name it (``transfor
   product goes into the running sum inside the tensor-core instruction, where Triton's ``tf32x3`` adds
   each tile's products to it in fp32) and, where correct, were never the fastest candidate
   (docs/benchmarks.md, session 7).
+- ``flash_attention`` (card ``flash-attention``): a compiler seed whose graph has attention the fused kernel
+  can take (header mark ``ATTENTION_MARK``: ``scaled_dot_product_attention`` or ``nn.MultiheadAttention``
+  without masks, dropout or returned weights) recaptured with each such call as one fused Triton kernel
+  (``runner/flash_attention.py``), proposed with exact fp32 products and the three ``dot_precision``
+  variants; the parent's own ``dot_precision`` variants come too, so that the round is never worse than
+  the ``dot_precision`` round the policy's rule ``attention-unfused`` puts it ahead of. A later recapture
+  keeps the fused form.
 
 The reviewer judges every result like any other candidate; a transform only proposes.
 """
@@ -40,7 +47,7 @@ from pathlib import Path
 from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
 from kernelskill.runner.dot_precision import applied_precision, count_exact_dots, precision_variants, with_precision
-from kernelskill.runner.inductor_seed import CONV_GEMM_MARK, SPLIT_GEMM_MARK, TUNED
+from kernelskill.runner.inductor_seed import ATTENTION_MARK, CONV_GEMM_MARK, FLASH_MARK, SPLIT_GEMM_MARK, TUNED
 
 from .compiler import capture_variant, is_compiler_seed
 from .sweep import sweep_variants, sweepable_launches
@@ -132,6 +139,13 @@ def applicable(transform: str, source: str) -> str | None:
         if _captured_with(base, CONV_GEMM_MARK):
             return "convolutions already captured as im2col GEMMs"
         return None if CONV_TEMPLATE.search(base) else "no Triton convolution template kernel"
+    if transform == "flash_attention":
+        base = unwrap_cuda_graph(source)
+        if is_compiler_seed(base) is None:
+            return "not a compiler seed"
+        if _captured_with(base, FLASH_MARK):
+            return "attention already captured as a fused kernel"
+        return None if _captured_with(base, ATTENTION_MARK) else "no attention call the fused kernel can take"
     return f"no deterministic transform named {transform!r}"
 
 
@@ -164,6 +178,20 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
     base = unwrap_cuda_graph(source)
     variant = is_compiler_seed(base)
     conv_gemm_form = _captured_with(base, CONV_GEMM_MARK)
+    if transform == "flash_attention" and variant is not None:
+        sources, notes, problem = _recapture(
+            ctx, task_path, workdir, base, variant, conv_gemm_form, graphed, "flash_attention", flash=True
+        )
+        if sources and count_exact_dots(sources[0]):  # the fused kernel's products, as dot_precision varies them
+            more = precision_variants(sources[0])
+            sources, notes = sources + [v for v, _ in more], notes + [f"{notes[0]}; {n}" for _, n in more]
+        if count_exact_dots(source):  # and the parent's: the round is never worse than dot_precision's
+            more = precision_variants(source)
+            sources += [v for v, _ in more]
+            notes += [f"flash_attention (the parent's dots, for comparison): {n}" for _, n in more]
+            if problem:
+                notes[0] += f"; no fused-attention recapture: {problem}"
+        return sources, notes, problem if not sources else ""
     if transform == "dot_precision":
         variants = precision_variants(source)
         sources, notes = [v for v, _ in variants], [note for _, note in variants]
@@ -200,8 +228,11 @@ def _recapture(
     graphed: bool,
     label: str,
     split: bool = False,
+    flash: bool = False,
 ) -> tuple[list[str], list[str], str]:
     """A compiler seed captured again as ``variant`` (``conv_gemm``: convolutions as im2col GEMMs).
+
+    ``flash`` (or a parent captured so): attention calls as one fused Triton kernel each.
 
     A parent whose dots were moved to tensor cores is recaptured with TF32 allowed, so that Inductor's
     autotuning chooses its tiles for tensor-core products; the parent's precision is then written
@@ -210,11 +241,12 @@ def _recapture(
     """
     reserve = deadline.ROUND_RESERVE_S / 2  # the recapture's own review
     split = split or _captured_with(base, SPLIT_GEMM_MARK)
+    flash = flash or _captured_with(base, FLASH_MARK)
     precision = None if split else applied_precision(base)
     tf32 = split or precision is not None
-    outcome = capture_variant(ctx, task_path, variant, workdir, tf32, reserve, conv_gemm, split)
+    outcome = capture_variant(ctx, task_path, variant, workdir, tf32, reserve, conv_gemm, split, flash)
     if not outcome.ok and precision:
-        outcome = capture_variant(ctx, task_path, variant, workdir, reserve_s=reserve, conv_gemm=conv_gemm)
+        outcome = capture_variant(ctx, task_path, variant, workdir, reserve_s=reserve, conv_gemm=conv_gemm, flash=flash)
     if not outcome.ok:
         return [], [], outcome.note()
     new, note = outcome.source, f"{label}: {outcome.note()}"

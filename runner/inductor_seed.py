@@ -59,6 +59,8 @@ TEMPLATE_VARIANTS = {"triton", "triton_autotune"}
 
 CONV_GEMM_MARK = "convolutions as im2col GEMMs"  # in the seed's header when captured with conv_gemm
 SPLIT_GEMM_MARK = "GEMMs as 3xTF32 split operands"  # in the seed's header when captured with split_gemm
+FLASH_MARK = "attention as a fused Triton kernel"  # in the seed's header when captured with flash
+ATTENTION_MARK = "attention the fused kernel can take"  # header of a seed whose graph has such calls, not fused
 _ROOT = re.compile(r"^(L|G)\[(['\"])(\w+)\2\]")
 
 
@@ -209,7 +211,9 @@ def emit_candidate(task_source: str, cap: dict[str, Any]) -> str:
         f'"""kernelskill compiler seed for {cap.get("task_name", "the task")}: TorchInductor\'s kernels '
         f"(variant {cap['variant']!r}){', TF32 matmuls' if cap.get('tf32') else ''}"
         f"{', ' + CONV_GEMM_MARK if cap.get('conv_gemm') else ''}"
-        f"{', ' + SPLIT_GEMM_MARK if cap.get('split_gemm') else ''}, "
+        f"{', ' + SPLIT_GEMM_MARK if cap.get('split_gemm') else ''}"
+        f"{', ' + FLASH_MARK if cap.get('flash') else ''}"
+        f"{', ' + ATTENTION_MARK if cap.get('flash_eligible') and not cap.get('flash') else ''}, "
         f"captured on {v.get('gpu', '?')} with torch {v.get('torch', '?')} "
         f"and triton {v.get('triton', '?')}.\n\nThe first part is Inductor's output module, verbatim (its kernels are "
         "the Triton sources passed to async_compile.triton); ModelNew re-creates the reference's parameters with "
@@ -283,8 +287,13 @@ def capture(
     tf32: bool = False,
     conv_gemm: bool = False,
     split_gemm: bool = False,
+    flash: bool = False,
 ) -> dict[str, Any]:
     """Compile the task's reference with Inductor ``variant`` and record its output module.
+
+    ``flash``: attention calls as one fused Triton kernel each (``runner/flash_attention.py``; the
+    ``flash_attention`` skill's recapture). Every capture records how many calls could be
+    (``flash_eligible``), and the seed's header names them.
 
     ``conv_gemm``: 2-D convolutions of one group as im2col + GEMM (``runner/reformulate.py``), so that
     Inductor's matmul template does their math (the ``conv_gemm`` skill's recapture).
@@ -304,7 +313,7 @@ def capture(
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.utils import run_and_get_code
 
-    from .reformulate import triton_forms
+    from .reformulate import flash_eligible, triton_forms
     from .taskfile import load_task_module
 
     if variant not in VARIANTS:
@@ -316,10 +325,12 @@ def capture(
     inputs = _inputs(task, seed + 1000, device)
     graphs: list[list[dict[str, Any]]] = []
     forms: list[str] = []
+    attention: list[int] = []
 
     def backend(gm: Any, example_inputs: Any) -> Any:
-        if variant in TEMPLATE_VARIANTS or conv_gemm or split_gemm:
-            forms.extend(triton_forms(gm, as_gemm=conv_gemm, split=split_gemm))
+        attention.append(flash_eligible(gm))
+        if variant in TEMPLATE_VARIANTS or conv_gemm or split_gemm or flash:
+            forms.extend(triton_forms(gm, as_gemm=conv_gemm, split=split_gemm, flash=flash))
         phs = []
         for node in gm.graph.find_nodes(op="placeholder"):
             value = node.meta.get("example_value")
@@ -368,6 +379,8 @@ def capture(
         "tf32": tf32,
         "conv_gemm": conv_gemm,
         "split_gemm": split_gemm,
+        "flash": flash,
+        "flash_eligible": sum(attention),
         "versions": {
             "torch": torch.__version__,
             "triton": triton.__version__,
@@ -447,6 +460,7 @@ def build(req: dict[str, Any]) -> dict[str, Any]:
             tf32=bool(req.get("tf32")),
             conv_gemm=bool(req.get("conv_gemm")),
             split_gemm=bool(req.get("split_gemm")),
+            flash=bool(req.get("flash")),
         )
         source = emit_candidate(Path(task_path).read_text(), cap)
         problem = self_check(task_path, source, seed=seed)

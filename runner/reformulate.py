@@ -39,6 +39,11 @@ one tensor along a batch-like dimension, as an unrolled RNN applies its input pr
 (:func:`hoist_sliced_products`): one large GEMM instead of one per step, and one Inductor autotune
 instead of one per slice (each slice's storage offset makes a new autotuning key).
 
+With ``flash`` (the ``flash_attention`` skill's recapture), each attention call without masks or dropout
+(``scaled_dot_product_attention``; ``nn.MultiheadAttention``'s ``multi_head_attention_forward`` when it
+returns no weights) becomes one fused Triton kernel (``runner/flash_attention.py``), which Inductor copies
+into its output module as a user-defined kernel.
+
 A dilated transposed or 1-D convolution gets both rewrites. With ``as_gemm`` (the ``conv_gemm``
 skill's recapture), every 2-D convolution of one group (1-D ones lifted, transposed ones stuffed
 first) becomes an explicit im2col gather (one copy kernel of ``kh * kw`` times the input) and one
@@ -441,7 +446,24 @@ def hoist_sliced_products(gm: Any) -> list[str]:
     return done
 
 
-def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False) -> list[str]:
+_ATTENTION = {
+    torch._C._nn.scaled_dot_product_attention: "scaled_dot_product_attention",
+    F.multi_head_attention_forward: "multi_head_attention_forward",
+}
+
+
+def flash_eligible(gm: Any) -> int:
+    """How many attention calls of a Dynamo graph the fused kernel can take.
+
+    The calls: ``scaled_dot_product_attention`` and ``nn.MultiheadAttention``'s ``multi_head_attention_forward``.
+    """
+    from .flash_attention import sdpa_node_eligible
+
+    nodes = (n for n in gm.graph.nodes if n.op == "call_function")
+    return sum(sdpa_node_eligible(n, _static_arg) is None for n in nodes)
+
+
+def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False, flash: bool = False) -> list[str]:
     """Rewrite the ops of a Dynamo FX graph module in place into forms Inductor makes Triton kernels of.
 
     Returns what was rewritten. A ``conv2d`` / ``conv3d`` is rewritten when it is grouped with a
@@ -449,8 +471,11 @@ def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False) -> list[st
     it is a ``conv2d`` of (statically) one group; ``as_gemm`` turns every rewritten 2-D convolution of
     one group into im2col + GEMM. Adaptive average poolings are always decomposed. ``split``: every
     GEMM call (and every im2col GEMM) as a 3xTF32 split GEMM (:func:`matmul_3xtf32`). Products of
-    slices are hoisted first (:func:`hoist_sliced_products`).
+    slices are hoisted first (:func:`hoist_sliced_products`). ``flash``: every attention call
+    :func:`flash_eligible` counts as one fused Triton kernel (``runner/flash_attention.py``), before ``split``.
     """
+    from .flash_attention import flash_mha, flash_sdpa, sdpa_node_eligible
+
     done = hoist_sliced_products(gm)
     for node in gm.graph.nodes:
         if node.op != "call_function":
@@ -468,6 +493,10 @@ def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False) -> list[st
             two_d = target is F.adaptive_avg_pool2d
             node.target = adaptive_avg_pool_decomposed if two_d else adaptive_avg_pool1d_decomposed
             done.append(f"adaptive_avg_pool{2 if two_d else 1}d -> window means / masked sums")
+            continue
+        elif flash and target in _ATTENTION and not sdpa_node_eligible(node, _static_arg):
+            node.target = flash_sdpa if target is torch._C._nn.scaled_dot_product_attention else flash_mha
+            done.append(f"{_ATTENTION[target]} -> fused Triton flash kernel")
             continue
         elif split and target in _SPLIT_GEMMS:
             node.target = _SPLIT_GEMMS[target]

@@ -174,7 +174,9 @@ def check_source(source: str, reference: str | None = None) -> StaticReport:
             for n in ast.walk(tree)
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript)
         }
-        if not names & launched and not any(f"{k}.run(" in source or f"{k}.warmup(" in source for k in names):
+        # Inductor launches its kernels as NAME.run(...) and a user-defined one as NAME_<i>.run(...)
+        launch = re.compile(r"\b(" + "|".join(map(re.escape, sorted(names))) + r")(_\d+)?\.(run|warmup)\(")
+        if not names & launched and not launch.search(source):
             report.strict.append(f"kernels {sorted(names)} are defined but never launched (kernel[grid](...))")
     for n in ast.walk(tree):
         if isinstance(n, (ast.Import, ast.ImportFrom)):

@@ -50,6 +50,7 @@ FEATURES: dict[str, str] = {
     "torch_ops_in_forward": "PyTorch compute calls (torch.* / F.* / tensor math) left in forward",
     "uses_cuda_source": "the candidate carries CUDA C++ source (load_inline)",
     "conv_dot_kernel": "a kernel named for a convolution calls tl.dot (a direct / template convolution)",
+    "attention_unfused": "a compiler seed's attention runs unfused (library or math path) where a fused kernel fits",
 }
 
 METRICS: dict[str, str] = {

@@ -289,7 +289,9 @@ def test_autotune_sweep_on_a_compiler_seed_recaptures_the_tuned_variant(tmp_path
 
     calls = []
 
-    def fake_capture(ctx, task_path, variant, workdir, tf32=False, reserve_s=0.0, conv_gemm=False, split_gemm=False):
+    def fake_capture(
+        ctx, task_path, variant, workdir, tf32=False, reserve_s=0.0, conv_gemm=False, split_gemm=False, flash=False
+    ):
         calls.append(variant if not tf32 else f"{variant}+tf32")
         return SeedOutcome(variant, source=f'"""kernelskill compiler seed for t: x (variant {variant!r}), ..."""\n')
 
@@ -364,13 +366,16 @@ def test_a_seed_of_library_calls_only_asks_for_the_triton_variant():
 
 
 def recorded_captures(calls: list) -> Any:
-    """A stand-in for ``capture_variant``: records ``(variant, tf32, conv_gemm, split_gemm)`` and returns the
+    """A stand-in for ``capture_variant``: records ``(variant, tf32, conv_gemm, split_gemm)`` (plus ``"flash"``
+    when asked for the fused attention) and returns the
     Linear+GELU Triton fixture captured so (TF32 dots when ``tf32``, the header marks of the forms)."""
 
-    def capture(ctx, task_path, variant, workdir, tf32=False, reserve_s=0.0, conv_gemm=False, split_gemm=False):
-        calls.append((variant, tf32, conv_gemm, split_gemm))
+    def capture(
+        ctx, task_path, variant, workdir, tf32=False, reserve_s=0.0, conv_gemm=False, split_gemm=False, flash=False
+    ):
+        calls.append((variant, tf32, conv_gemm, split_gemm) + (("flash",) if flash else ()))
         cap = {**fixture("01_linear_gelu_scale_triton"), "variant": variant, "tf32": tf32}
-        cap.update(conv_gemm=conv_gemm, split_gemm=split_gemm)
+        cap.update(conv_gemm=conv_gemm, split_gemm=split_gemm, flash=flash)
         source = seed.emit_candidate("x = 1\n", cap)
         if tf32:  # Inductor's templates then multiply in TF32
             source = source.replace("ALLOW_TF32 : tl.constexpr = False", "ALLOW_TF32 : tl.constexpr = True")
@@ -486,3 +491,70 @@ def test_split_gemm_capture_on_cpu(tmp_path):
     src = seed.emit_candidate(task.read_text(), cap)
     assert seed.SPLIT_GEMM_MARK in src[:2000] and is_compiler_seed(src) == "default"
     assert seed.self_check(str(task), src, device="cpu", rtol=1e-5) is None
+
+
+def test_flash_attention_recaptures_a_seed_with_attention_it_can_fuse(tmp_path, monkeypatch):
+    """The fused attention's recapture, its precision variants and the parent's, and what happens after."""
+    import kernelskill.nodes.transforms as transforms
+    from kernelskill.runner.dot_precision import applied_precision
+    from kernelskill.skills_kb.policy import decide
+
+    calls: list = []
+    monkeypatch.setattr(transforms, "capture_variant", recorded_captures(calls))
+    base = emitted("01_linear_gelu_scale_triton", "level2/01_linear_gelu_scale.py")
+    assert applicable("flash_attention", base) == "no attention call the fused kernel can take"
+    assert applicable("flash_attention", "import torch\n") == "not a compiler seed"
+    marked = seed.emit_candidate("x = 1\n", {**fixture("01_linear_gelu_scale_triton"), "flash_eligible": 1})
+    assert seed.ATTENTION_MARK in marked[:2000] and applicable("flash_attention", marked) is None
+    features = extract_features(marked)
+    assert features["attention_unfused"] is True and extract_features(base)["attention_unfused"] is False
+    d = decide(features, {})
+    assert (d.rule, d.prefer[0]) == ("attention-unfused", ["flash-attention"])  # ahead of the fp32-dot rule
+
+    sources, notes, problem = apply("flash_attention", cuda_graph_wrap(marked), Context(), "t.py", tmp_path)
+    assert calls == [("triton", False, False, False, "flash")] and not problem
+    # the fused capture, its three precision variants, then the parent's three (never worse than dot_precision)
+    assert len(sources) == 7 and all(GRAPH_MARK in s for s in sources)
+    assert seed.FLASH_MARK in sources[0][:2000] and applied_precision(sources[0]) is None
+    assert [applied_precision(s) for s in sources[1:4]] == ["tf32x3", "tf32", "tf32r"]
+    assert all(seed.FLASH_MARK in s[:2000] for s in sources[:4]) and seed.FLASH_MARK not in sources[4][:2000]
+    assert notes[0].startswith("flash_attention: compiler seed") and "for comparison" in notes[4]
+    assert applicable("flash_attention", sources[0]) == "attention already captured as a fused kernel"
+    assert extract_features(sources[0])["attention_unfused"] is False
+    calls.clear()
+    apply("autotune_sweep", sources[1], Context(), "t.py", tmp_path)
+    assert calls == [("triton_autotune", True, False, False, "flash")]  # the tuned recapture keeps the fused form
+
+    def failing(*args, **kwargs):
+        return SeedOutcome("triton", error="boom")
+
+    monkeypatch.setattr(transforms, "capture_variant", failing)
+    sources, notes, problem = apply("flash_attention", marked, Context(), "t.py", tmp_path)
+    assert len(sources) == 3 and not problem and "no fused-attention recapture" in notes[0] and "boom" in notes[0]
+
+
+def test_inductor_style_launches_of_user_kernels_count_as_launches():
+    """Inductor names a user-defined kernel's launcher NAME_<i> (``ks_flash_attention_fwd_0.run``)."""
+    kernel = "@triton.jit\ndef ks_fused(x_ptr):\n    tl.store(x_ptr, tl.load(x_ptr))\n\n\n"
+    body = "import torch\nimport triton\nimport triton.language as tl\n\n\n" + kernel
+    model = "class ModelNew(torch.nn.Module):\n    def forward(self, x):\n        {}\n        return x\n"
+    launched = check_source(body + model.format("ks_fused_0.run(x, grid=(1,))"))
+    assert not [s for s in launched.strict if "never launched" in s]
+    other = check_source(body + model.format("ks_fusedX_0.run(x, grid=(1,))"))
+    assert [s for s in other.strict if "never launched" in s]
+
+
+@needs_cxx
+def test_a_capture_counts_the_attention_it_could_fuse(tmp_path):
+    task = tmp_path / "attn.py"
+    task.write_text(
+        "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n\nclass Model(nn.Module):\n"
+        "    def forward(self, q, k, v):\n"
+        "        return F.scaled_dot_product_attention(q, k, v, is_causal=True)\n\n\n"
+        "def get_inputs():\n    return [torch.randn(1, 2, 8, 16) for _ in range(3)]\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    cap = seed.capture(str(task), "default", device="cpu")
+    assert cap["flash_eligible"] == 1 and cap["flash"] is False
+    src = seed.emit_candidate(task.read_text(), cap)
+    assert seed.ATTENTION_MARK in src[:2000] and applicable("flash_attention", src) is None

@@ -169,3 +169,29 @@ def test_unrolled_lstm_gets_a_triton_template_seed(tmp_path):
     print(f"LSTM triton capture: {template.wall_s:.0f} s")
     r = run_review(task, template.source, tmp_path, "triton", device="cuda")
     assert r["status"] == "correct" and r["custom_kernel"], r.get("error_digest")
+
+
+@pytest.mark.parametrize("task_file", ["level1/57_causal_attention.py", "level3/04_mha_residual_layernorm.py"])
+def test_flash_attention_recapture_fuses_attention(tmp_path, task_file):
+    """The flash_attention skill: the Triton-template seed (attention's math path, the score matrix through
+    memory) recaptured with each attention as one fused Triton kernel. Every candidate it proposes is
+    reviewed; the fused ones must be correct custom kernels at least in exact fp32 or tf32x3, and the
+    times of all go to the log (session 8: the math path's seed 8.17 ms on L1 57, torch.compile 3.37)."""
+    from kernelskill.nodes.transforms import applicable, apply
+    from kernelskill.runner.inductor_seed import FLASH_MARK
+
+    task = TASKS / task_file
+    template = capture_variant(Context(), str(task), "triton", tmp_path)
+    assert template.ok, template.error
+    assert applicable("flash_attention", template.source) is None, template.source[:600]
+    sources, notes, problem = apply("flash_attention", template.source, Context(), str(task), tmp_path)
+    assert not problem and FLASH_MARK in sources[0][:2000], notes
+    times, fused_ok = {}, 0
+    for i, (src, note) in enumerate(zip(sources, notes, strict=True)):
+        r = run_review(task, src, tmp_path, f"flash{i}", device="cuda")
+        times[note[-60:]] = (r["status"], r.get("runtime_ms"))
+        fused = FLASH_MARK in src[:2000]
+        fused_ok += fused and r["status"] == "correct" and r["custom_kernel"] and "ks_flash_attention_fwd" in src
+    for note, (status, ms) in times.items():
+        print(f"{task_file}: {status} {ms if ms is None else round(ms, 3)} ms  ...{note}")
+    assert fused_ok >= 1, times

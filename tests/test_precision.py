@@ -189,7 +189,9 @@ def test_autotune_recapture_keeps_the_parents_dot_precision(tmp_path, monkeypatc
     asked = []
     failing = []
 
-    def capture(ctx, task_path, variant, workdir, tf32=False, reserve_s=0.0, conv_gemm=False, split_gemm=False):
+    def capture(
+        ctx, task_path, variant, workdir, tf32=False, reserve_s=0.0, conv_gemm=False, split_gemm=False, flash=False
+    ):
         asked.append((variant, tf32))
         if tf32 and failing:
             return SeedOutcome(variant, error="boom")

@@ -1,0 +1,190 @@
+"""The fused attention kernel (``runner/flash_attention.py``) and its rewrite of Dynamo graphs, on the CPU.
+
+The kernel runs in Triton's interpreter against PyTorch's attention in float64; the rewrite is
+checked on Dynamo graphs; the tracing of the op into a Triton-kernel node (what Inductor compiles)
+is checked in a child process without the interpreter, where kernels are real ``JITFunction``\\ s.
+The capture and timing of the fused seed on a GPU are in ``tests/test_offline_gpu.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kernelskill.runner.flash_attention import eligible, flash_sdpa, launch_config
+from kernelskill.runner.reformulate import flash_eligible, triton_forms
+
+CASES = list(itertools.product([False, True], [(5, 5), (70, 70), (33, 90), (90, 33)], [False, True]))
+
+
+@pytest.mark.parametrize("causal, lengths, gqa", CASES)
+def test_fused_kernel_equals_pytorch(causal, lengths, gqa):
+    g = torch.Generator().manual_seed(len(CASES) * causal + lengths[0] + gqa)
+    (m, n), d, dv = lengths, (16 if gqa else 64), (32 if causal else 16)
+    q = torch.randn(2, 4, m, d, generator=g)
+    k, v = (torch.randn(2, 2 if gqa else 4, n, e, generator=g) for e in (d, dv))
+    want = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal, enable_gqa=gqa)
+    got = flash_sdpa(q, k, v, is_causal=causal, enable_gqa=gqa)
+    assert got.dtype == torch.float32 and got.shape == want.shape
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_kernel_takes_strided_three_dimensional_inputs_and_a_scale():
+    g = torch.Generator().manual_seed(1)
+    qkv = torch.randn(3, 37, 4, 32, generator=g)  # (which, length, heads, dim): heads as a strided view
+    q, k, v = (t.transpose(0, 1) for t in qkv.unbind(0))
+    want = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), scale=0.3)
+    torch.testing.assert_close(flash_sdpa(q, k, v, scale=0.3).double(), want, rtol=1e-5, atol=1e-5)
+    want3 = F.scaled_dot_product_attention(q[0].double(), k[0].double(), v[0].double(), is_causal=True)
+    got3 = flash_sdpa(q[0].unsqueeze(0), k[0].unsqueeze(0), v[0].unsqueeze(0), is_causal=True)[0]
+    torch.testing.assert_close(got3.double(), want3, rtol=1e-5, atol=1e-5)
+
+
+def test_only_calls_the_kernel_computes_exactly_are_eligible():
+    q = torch.randn(2, 4, 8, 16)
+    assert eligible(q, q, q, None, 0.0, False) is None
+    assert eligible(q, q, q, torch.ones(8, 8, dtype=torch.bool), 0.0, False) == "has an attn_mask"
+    assert eligible(q, q, q, None, 0.1, False) == "may drop out"
+    odd = torch.randn(2, 4, 8, 48)
+    assert "head sizes 48" in eligible(odd, odd, odd, None, 0.0, False)
+    assert "dtypes" in eligible(q.double(), q.double(), q.double(), None, 0.0, False)
+    kv = torch.randn(2, 2, 8, 16)
+    assert eligible(q, kv, kv, None, 0.0, True) is None  # grouped query attention
+    assert "broadcast" in eligible(q, kv, kv, None, 0.0, False)
+    assert "not 3-D or 4-D" in eligible(q[0, 0], q[0, 0], q[0, 0], None, 0.0, False)
+    assert launch_config(128, 128)["BLOCK_N"] < launch_config(64, 64)["BLOCK_N"]
+
+
+class _TwoAttentions(torch.nn.Module):
+    def forward(self, q, k, v, mask):
+        fused = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        masked = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # left to PyTorch
+        return fused + masked
+
+
+def test_triton_forms_fuse_the_eligible_attention_calls():
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(1, 2, 24, 16, generator=g) for _ in range(3))
+    mask = torch.rand(24, 24, generator=g) > 0.3
+    mask[:, 0] = True
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append((flash_eligible(gm), triton_forms(gm), triton_forms(gm, flash=True)))
+        targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+        seen.append(targets.count(torch._C._nn.scaled_dot_product_attention))
+        return gm.forward
+
+    torch._dynamo.reset()
+    got = torch.compile(_TwoAttentions(), backend=backend, fullgraph=True)(q, k, v, mask)
+    assert seen == [(1, [], ["scaled_dot_product_attention -> fused Triton flash kernel"]), 1]
+    torch.testing.assert_close(got, _TwoAttentions()(q, k, v, mask), rtol=1e-5, atol=1e-5)
+
+
+TRACE = textwrap.dedent(
+    """
+    import torch, torch.nn.functional as F
+    from torch._dynamo.backends.common import aot_autograd
+    from kernelskill.runner.reformulate import triton_forms
+
+    class Stop(Exception):
+        pass
+
+    codes = []
+
+    def fw(gm, example_inputs):
+        codes.append(gm.code)
+        raise Stop  # traced: running it would need a GPU
+
+    def backend(gm, example_inputs):
+        triton_forms(gm, flash=True)
+        return aot_autograd(fw_compiler=fw)(gm, example_inputs)
+
+    q = torch.randn(2, 4, 40, 16)
+    try:
+        with torch.no_grad():
+            torch.compile(lambda q: F.scaled_dot_product_attention(q, q, q, is_causal=True) * 2,
+                          backend=backend, fullgraph=True)(q)
+    except Exception:
+        pass
+    print("CODE", codes[0] if codes else None)
+    """
+)
+
+
+def test_the_fused_op_traces_into_a_triton_kernel_node():
+    """aot_autograd (Inductor's front end) sees one user-defined Triton kernel, not attention's math."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", TRACE], capture_output=True, text=True, timeout=300, env=env)
+    code = out.stdout.partition("CODE")[2]
+    assert "triton_kernel_wrapper" in code, out.stdout[-2000:] + out.stderr[-3000:]
+    assert "'CAUSAL': True" in code and "'HEAD_DIM': 16" in code
+    assert "softmax" not in code and "bmm" not in code
+
+
+@pytest.mark.parametrize(
+    "self_attention, bias, separate", [(True, True, False), (False, False, False), (False, True, True)]
+)
+def test_fused_multihead_attention_equals_pytorch(self_attention, bias, separate):
+    from kernelskill.runner.flash_attention import flash_mha, mha_eligible
+
+    torch.manual_seed(3)
+    kdim = None if not separate else 24
+    mha = torch.nn.MultiheadAttention(64, 4, bias=bias, kdim=kdim, vdim=kdim).eval()
+    x = torch.randn(9, 2, 64)  # (L, N, E), as the module passes it on
+    kv = x if self_attention else torch.randn(13, 2, kdim or 64)
+    args = (
+        x, kv, kv, 64, 4, mha.in_proj_weight, mha.in_proj_bias, None, None, False, 0.0,
+        mha.out_proj.weight, mha.out_proj.bias,
+    )  # fmt: skip
+    extra = {"training": False, "need_weights": False, "use_separate_proj_weight": separate}
+    if separate:
+        extra.update(q_proj_weight=mha.q_proj_weight, k_proj_weight=mha.k_proj_weight, v_proj_weight=mha.v_proj_weight)
+    want, _ = F.multi_head_attention_forward(*args, **extra)
+    got, weights = flash_mha(*args, **extra)
+    assert weights is None
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    bound = {"query": x, "key": kv, "value": kv, "num_heads": 4, **extra}
+    assert mha_eligible(bound) is None
+    assert mha_eligible({**bound, "need_weights": True}) == "returns the attention weights"
+    assert mha_eligible({**bound, "attn_mask": torch.ones(9, 9)}) == "has attn_mask"
+    assert "head size 8" in mha_eligible({**bound, "num_heads": 8})
+
+
+@pytest.mark.parametrize("cross", [False, True])
+def test_modules_with_multihead_attention_are_fused_in_their_graph(cross):
+    """Self-attention of a batch-first module and cross-attention of a sequence-first one. (In eval mode
+    under no_grad, nn.TransformerEncoderLayer takes PyTorch's fused fast path instead, one op the rewrite
+    leaves alone.)"""
+    torch.manual_seed(4)
+    x, memory = torch.randn(2, 11, 64), torch.randn(7, 2, 64)
+    if cross:
+        module = torch.nn.MultiheadAttention(64, 2, bias=False).eval()
+
+        def call(x):
+            return module(x.transpose(0, 1), memory, memory, need_weights=False)[0]
+    else:
+        module = torch.nn.MultiheadAttention(64, 4, batch_first=True).eval()
+
+        def call(x):
+            return module(x, x, x, need_weights=False)[0]
+
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append((flash_eligible(gm), triton_forms(gm, flash=True)))
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(call, backend=backend, fullgraph=True)(x)
+        want = call(x)
+    assert seen == [(1, ["multi_head_attention_forward -> fused Triton flash kernel"])], seen
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
