@@ -132,21 +132,32 @@ def applicable(transform: str, source: str) -> str | None:
         return "no launch with literal constexpr tile sizes or num_warps to sweep"
     if transform == "dot_precision":
         return None if count_exact_dots(source) else "no fp32 tl.dot kept off tensor cores (ieee / allow_tf32=False)"
-    if transform == "conv_gemm":
+    if transform in _SEED_FORMS:  # a compiler seed recaptured in another form
+        done_mark, done, wanted, unwanted = _SEED_FORMS[transform]
         base = unwrap_cuda_graph(source)
         if is_compiler_seed(base) is None:
             return "not a compiler seed"
-        if _captured_with(base, CONV_GEMM_MARK):
-            return "convolutions already captured as im2col GEMMs"
-        return None if CONV_TEMPLATE.search(base) else "no Triton convolution template kernel"
-    if transform == "flash_attention":
-        base = unwrap_cuda_graph(source)
-        if is_compiler_seed(base) is None:
-            return "not a compiler seed"
-        if _captured_with(base, FLASH_MARK):
-            return "attention already captured as a fused kernel"
-        return None if _captured_with(base, ATTENTION_MARK) else "no attention call the fused kernel can take"
+        if _captured_with(base, done_mark):
+            return done
+        return None if wanted(base) else unwanted
     return f"no deterministic transform named {transform!r}"
+
+
+# transform -> (its seed-header mark, why not again, does the seed need it, why not)
+_SEED_FORMS = {
+    "conv_gemm": (
+        CONV_GEMM_MARK,
+        "convolutions already captured as im2col GEMMs",
+        lambda base: bool(CONV_TEMPLATE.search(base)),
+        "no Triton convolution template kernel",
+    ),
+    "flash_attention": (
+        FLASH_MARK,
+        "attention already captured as a fused kernel",
+        lambda base: _captured_with(base, ATTENTION_MARK),
+        "no attention call the fused kernel can take",
+    ),
+}
 
 
 def split_gemm_applicable(base: str) -> str | None:
