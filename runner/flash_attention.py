@@ -19,6 +19,10 @@ the top left), and the key blocks past the diagonal are skipped.
 returns no weights and has no masks (:func:`mha_eligible`), :func:`flash_mha` replaces it with the same
 projections around the fused kernel.
 
+``nn.TransformerEncoderLayer`` in eval mode without gradients is one fast-path op
+(``torch._transformer_encoder_layer_fwd``) that Inductor leaves to PyTorch; :func:`encoder_layer` writes
+it out as the layer's ops for every template capture, with the attention fused in the skill's recapture.
+
 Taken: no ``attn_mask``, no dropout, 3-D or 4-D query / key / value with head dimensions in
 :data:`HEAD_DIMS`, the same floating dtype, and the key / value heads dividing the query heads when
 ``enable_gqa`` (otherwise equal batch and head sizes). Anything else is left to the other forms.
@@ -283,6 +287,79 @@ def flash_mha(
     return F.linear(out, out_proj_weight, out_proj_bias), None
 
 
+def encoder_layer(
+    src: torch.Tensor,
+    embed_dim: int,
+    num_heads: int,
+    qkv_weight: torch.Tensor,
+    qkv_bias: torch.Tensor,
+    proj_weight: torch.Tensor,
+    proj_bias: torch.Tensor,
+    use_gelu: bool,
+    norm_first: bool,
+    eps: float,
+    norm_weight_1: torch.Tensor,
+    norm_bias_1: torch.Tensor,
+    norm_weight_2: torch.Tensor,
+    norm_bias_2: torch.Tensor,
+    ffn_weight_1: torch.Tensor,
+    ffn_bias_1: torch.Tensor,
+    ffn_weight_2: torch.Tensor,
+    ffn_bias_2: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    mask_type: int | None = None,
+    fused: bool = False,
+) -> torch.Tensor:
+    """``torch._transformer_encoder_layer_fwd`` written out as the ops of ``nn.TransformerEncoderLayer``.
+
+    In eval mode without gradients the layer calls that one fast-path op, which Inductor leaves to
+    PyTorch (a seed with no kernel of its own). Written out (batch-first ``src``, no mask), Inductor
+    generates its GEMMs, norms and activations; ``fused``: the attention through :func:`flash_sdpa`.
+    """
+    if mask is not None:
+        raise ValueError("encoder_layer takes no mask (the rewrite leaves such calls alone)")
+    batch, length, _ = src.shape
+    head = embed_dim // num_heads
+    attend = flash_sdpa if fused else F.scaled_dot_product_attention
+
+    def self_attention(x: torch.Tensor) -> torch.Tensor:
+        qkv = F.linear(x, qkv_weight, qkv_bias).view(batch, length, 3, num_heads, head).permute(2, 0, 3, 1, 4)
+        out = attend(qkv[0], qkv[1], qkv[2]).transpose(1, 2).reshape(batch, length, embed_dim)
+        return F.linear(out, proj_weight, proj_bias)
+
+    def feed_forward(x: torch.Tensor) -> torch.Tensor:
+        hidden = F.linear(x, ffn_weight_1, ffn_bias_1)
+        return F.linear(F.gelu(hidden) if use_gelu else F.relu(hidden), ffn_weight_2, ffn_bias_2)
+
+    def norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, (embed_dim,), weight, bias, eps)
+
+    if norm_first:
+        x = src + self_attention(norm(src, norm_weight_1, norm_bias_1))
+        return x + feed_forward(norm(x, norm_weight_2, norm_bias_2))
+    x = norm(src + self_attention(src), norm_weight_1, norm_bias_1)
+    return norm(x + feed_forward(x), norm_weight_2, norm_bias_2)
+
+
+def encoder_layer_fused(*args: Any, **kwargs: Any) -> torch.Tensor:
+    """:func:`encoder_layer` with its attention fused."""
+    return encoder_layer(*args, **{**kwargs, "fused": True})
+
+
+ENCODER_LAYER = torch._transformer_encoder_layer_fwd
+
+
+def encoder_layer_eligible(src: Any, embed_dim: Any, num_heads: Any, mask: Any) -> str | None:
+    """None when :func:`encoder_layer` computes this fast-path call (batch-first ``src``, no mask)."""
+    if mask is not None:
+        return "has a mask"
+    if not isinstance(src, torch.Tensor) or src.dim() != 3 or not src.is_floating_point():
+        return "src not a batched floating (N, L, E) tensor"
+    if not isinstance(embed_dim, int) or not isinstance(num_heads, int) or num_heads <= 0 or embed_dim % num_heads:
+        return "head count unknown or not dividing the embedding"
+    return None
+
+
 _MHA_SIGNATURE = inspect.signature(F.multi_head_attention_forward)
 
 
@@ -326,6 +403,15 @@ def sdpa_node_eligible(node: Any, static_arg: Any) -> str | None:
             return f"arguments not understood: {e}"
         values = {n: (a.meta.get("example_value") if hasattr(a, "meta") else a) for n, a in bound.items()}
         return mha_eligible(values)
+    if node.target is ENCODER_LAYER:
+        src = node.args[0].meta.get("example_value") if hasattr(node.args[0], "meta") else None
+        dims = (static_arg(node, 1, "embed_dim", None), static_arg(node, 2, "num_heads", None))
+        why = encoder_layer_eligible(src, *dims, static_arg(node, 18, "mask", None))
+        if why is None and dims[0] // dims[1] not in HEAD_DIMS:
+            why = f"head size {dims[0] // dims[1]} not in {HEAD_DIMS}"
+        if why is None and isinstance(src, torch.Tensor) and src.dtype == torch.float64:
+            why = "float64"
+        return why
     if node.target is not _SDPA:
         return "not scaled_dot_product_attention"
     vals = [a.meta.get("example_value") if hasattr(a, "meta") else a for a in node.args[:3]]

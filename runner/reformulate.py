@@ -39,10 +39,14 @@ one tensor along a batch-like dimension, as an unrolled RNN applies its input pr
 (:func:`hoist_sliced_products`): one large GEMM instead of one per step, and one Inductor autotune
 instead of one per slice (each slice's storage offset makes a new autotuning key).
 
+``nn.TransformerEncoderLayer``'s eval-mode fast path (one ``_transformer_encoder_layer_fwd`` op, which
+Inductor leaves to PyTorch) is written out as the layer's ops when it has no mask and a batch-first input
+(``runner/flash_attention.encoder_layer``).
+
 With ``flash`` (the ``flash_attention`` skill's recapture), each attention call without masks or dropout
 (``scaled_dot_product_attention``; ``nn.MultiheadAttention``'s ``multi_head_attention_forward`` when it
-returns no weights) becomes one fused Triton kernel (``runner/flash_attention.py``), which Inductor copies
-into its output module as a user-defined kernel.
+returns no weights; a written-out encoder layer's attention) becomes one fused Triton kernel
+(``runner/flash_attention.py``), which Inductor copies into its output module as a user-defined kernel.
 
 A dilated transposed or 1-D convolution gets both rewrites. With ``as_gemm`` (the ``conv_gemm``
 skill's recapture), every 2-D convolution of one group (1-D ones lifted, transposed ones stuffed
@@ -474,7 +478,15 @@ def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False, flash: boo
     slices are hoisted first (:func:`hoist_sliced_products`). ``flash``: every attention call
     :func:`flash_eligible` counts as one fused Triton kernel (``runner/flash_attention.py``), before ``split``.
     """
-    from .flash_attention import flash_mha, flash_sdpa, sdpa_node_eligible
+    from .flash_attention import (
+        ENCODER_LAYER,
+        encoder_layer,
+        encoder_layer_eligible,
+        encoder_layer_fused,
+        flash_mha,
+        flash_sdpa,
+        sdpa_node_eligible,
+    )
 
     done = hoist_sliced_products(gm)
     for node in gm.graph.nodes:
@@ -493,6 +505,16 @@ def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False, flash: boo
             two_d = target is F.adaptive_avg_pool2d
             node.target = adaptive_avg_pool_decomposed if two_d else adaptive_avg_pool1d_decomposed
             done.append(f"adaptive_avg_pool{2 if two_d else 1}d -> window means / masked sums")
+            continue
+        elif target is ENCODER_LAYER and not encoder_layer_eligible(
+            node.args[0].meta.get("example_value") if hasattr(node.args[0], "meta") else None,
+            _static_arg(node, 1, "embed_dim", None),
+            _static_arg(node, 2, "num_heads", None),
+            _static_arg(node, 18, "mask", None),
+        ):
+            fused = flash and sdpa_node_eligible(node, _static_arg) is None
+            node.target = encoder_layer_fused if fused else encoder_layer
+            done.append("transformer encoder layer (fast path) -> its ops" + (", attention fused" if fused else ""))
             continue
         elif flash and target in _ATTENTION and not sdpa_node_eligible(node, _static_arg):
             node.target = flash_sdpa if target is torch._C._nn.scaled_dot_product_attention else flash_mha

@@ -558,3 +558,28 @@ def test_a_capture_counts_the_attention_it_could_fuse(tmp_path):
     assert cap["flash_eligible"] == 1 and cap["flash"] is False
     src = seed.emit_candidate(task.read_text(), cap)
     assert seed.ATTENTION_MARK in src[:2000] and applicable("flash_attention", src) is None
+
+
+@needs_cxx
+def test_template_variants_write_out_the_transformer_encoder_fast_path(tmp_path, monkeypatch):
+    """nn.TransformerEncoderLayer's eval-mode fast path is one op Inductor leaves to PyTorch, so its default
+    seed has no kernel of its own; the template variants write the layer out (run here with the default
+    variant marked as one, on the CPU)."""
+    task = tmp_path / "encoder.py"
+    task.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n"
+        "        layer = nn.TransformerEncoderLayer(32, 2, dim_feedforward=48, dropout=0.0, batch_first=True)\n"
+        "        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)\n\n"
+        "    def forward(self, x):\n        return self.enc(x)\n\n\n"
+        "def get_inputs():\n    return [torch.randn(2, 6, 32)]\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    plain = seed.capture(str(task), "default", device="cpu")
+    assert plain["extern_calls"] == ["_transformer_encoder_layer_fwd"] and plain["flash_eligible"] == 2
+    monkeypatch.setattr(seed, "TEMPLATE_VARIANTS", {"default"})
+    cap = seed.capture(str(task), "default", device="cpu")
+    assert cap["reformulated"] == ["transformer encoder layer (fast path) -> its ops"]
+    assert "_transformer_encoder_layer_fwd" not in cap["extern_calls"]
+    src = seed.emit_candidate(task.read_text(), cap)
+    assert seed.self_check(str(task), src, device="cpu", rtol=1e-4) is None

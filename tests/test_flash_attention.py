@@ -188,3 +188,31 @@ def test_modules_with_multihead_attention_are_fused_in_their_graph(cross):
         want = call(x)
     assert seen == [(1, ["multi_head_attention_forward -> fused Triton flash kernel"])], seen
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("norm_first, activation", [(False, "relu"), (True, "gelu")])
+@pytest.mark.parametrize("flash", [False, True])
+def test_transformer_encoder_fast_path_is_written_out(norm_first, activation, flash):
+    """In eval mode under no_grad each nn.TransformerEncoderLayer is one fast-path op Inductor leaves to
+    PyTorch; the template variants write it out as its ops (attention fused with ``flash``)."""
+    torch.manual_seed(5)
+    layer = torch.nn.TransformerEncoderLayer(
+        64, 4, dim_feedforward=96, dropout=0.0, activation=activation, batch_first=True, norm_first=norm_first
+    )
+    encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+    x = torch.randn(2, 13, 64)
+    seen = []
+
+    def backend(gm, example_inputs):
+        targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+        seen.append((targets.count(torch._transformer_encoder_layer_fwd), flash_eligible(gm)))
+        seen.append(triton_forms(gm, flash=flash))
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(encoder, backend=backend, fullgraph=True)(x)
+        want = encoder(x)
+    form = "transformer encoder layer (fast path) -> its ops" + (", attention fused" if flash else "")
+    assert seen == [(2, 2), [form, form]], seen
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
