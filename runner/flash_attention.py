@@ -391,7 +391,25 @@ def mha_eligible(args: dict[str, Any]) -> str | None:
     return None
 
 
+def encoder_node_eligible(node: Any, static_arg: Any) -> str | None:
+    """:func:`encoder_layer_eligible` for an FX node of the encoder layer's fast-path op (never raises)."""
+    try:
+        src = node.args[0].meta.get("example_value") if hasattr(node.args[0], "meta") else None
+        dims = static_arg(node, 1, "embed_dim", None), static_arg(node, 2, "num_heads", None)
+        return encoder_layer_eligible(src, *dims, static_arg(node, 18, "mask", None))
+    except Exception as e:  # noqa: BLE001 - a graph this code does not understand is left as it is
+        return f"not understood: {type(e).__name__}: {e}"
+
+
 def sdpa_node_eligible(node: Any, static_arg: Any) -> str | None:
+    """:func:`_sdpa_node_eligible`, never raising: a graph it does not understand is left as it is."""
+    try:
+        return _sdpa_node_eligible(node, static_arg)
+    except Exception as e:  # noqa: BLE001
+        return f"not understood: {type(e).__name__}: {e}"
+
+
+def _sdpa_node_eligible(node: Any, static_arg: Any) -> str | None:
     """:func:`eligible` (or :func:`mha_eligible`) for an FX ``call_function`` node of an attention op.
 
     The ops: ``scaled_dot_product_attention`` and ``multi_head_attention_forward``.
@@ -406,7 +424,7 @@ def sdpa_node_eligible(node: Any, static_arg: Any) -> str | None:
     if node.target is ENCODER_LAYER:
         src = node.args[0].meta.get("example_value") if hasattr(node.args[0], "meta") else None
         dims = (static_arg(node, 1, "embed_dim", None), static_arg(node, 2, "num_heads", None))
-        why = encoder_layer_eligible(src, *dims, static_arg(node, 18, "mask", None))
+        why = encoder_node_eligible(node, static_arg)
         if why is None and dims[0] // dims[1] not in HEAD_DIMS:
             why = f"head size {dims[0] // dims[1]} not in {HEAD_DIMS}"
         if why is None and isinstance(src, torch.Tensor) and src.dtype == torch.float64:

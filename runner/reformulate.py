@@ -481,8 +481,8 @@ def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False, flash: boo
     from .flash_attention import (
         ENCODER_LAYER,
         encoder_layer,
-        encoder_layer_eligible,
         encoder_layer_fused,
+        encoder_node_eligible,
         flash_mha,
         flash_sdpa,
         sdpa_node_eligible,
@@ -506,12 +506,7 @@ def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False, flash: boo
             node.target = adaptive_avg_pool_decomposed if two_d else adaptive_avg_pool1d_decomposed
             done.append(f"adaptive_avg_pool{2 if two_d else 1}d -> window means / masked sums")
             continue
-        elif target is ENCODER_LAYER and not encoder_layer_eligible(
-            node.args[0].meta.get("example_value") if hasattr(node.args[0], "meta") else None,
-            _static_arg(node, 1, "embed_dim", None),
-            _static_arg(node, 2, "num_heads", None),
-            _static_arg(node, 18, "mask", None),
-        ):
+        elif target is ENCODER_LAYER and not encoder_node_eligible(node, _static_arg):
             fused = flash and sdpa_node_eligible(node, _static_arg) is None
             node.target = encoder_layer_fused if fused else encoder_layer
             done.append("transformer encoder layer (fast path) -> its ops" + (", attention fused" if fused else ""))

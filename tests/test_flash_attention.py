@@ -216,3 +216,16 @@ def test_transformer_encoder_fast_path_is_written_out(norm_first, activation, fl
     form = "transformer encoder layer (fast path) -> its ops" + (", attention fused" if flash else "")
     assert seen == [(2, 2), [form, form]], seen
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_nodes_the_checks_do_not_understand_are_left_alone():
+    """A capture analyses every graph: an odd node must give a reason, never an exception."""
+    from types import SimpleNamespace
+
+    from kernelskill.runner.flash_attention import encoder_node_eligible, sdpa_node_eligible
+    from kernelskill.runner.reformulate import _static_arg
+
+    for target in (torch._transformer_encoder_layer_fwd, F.multi_head_attention_forward):
+        odd = SimpleNamespace(target=target, args=(), kwargs={})
+        assert sdpa_node_eligible(odd, _static_arg).startswith(("not understood", "arguments not understood"))
+    assert encoder_node_eligible(SimpleNamespace(args=()), _static_arg).startswith("not understood")
