@@ -44,8 +44,8 @@ THREAD_MODULES = ("threading", "multiprocessing", "concurrent", "_thread", "asyn
 HEAVY_LIBRARY_OPS = re.compile(
     r"^(mm|bmm|addmm|baddbmm|addmv|mv|dot|matmul|linear|_?convolution\w*|conv\w*|cudnn\w*|_cudnn\w*|miopen\w*|"
     r"_scaled_dot_product\w*|_flash_attention\w*|_efficient_attention\w*|_?lstm\w*|_?gru\w*|_?rnn\w*|"
-    r"_int_mm|_scaled_mm)$"
-)  # library calls (cuBLAS / cuDNN / fused attention) that do a task's main work
+    r"_int_mm|_scaled_mm|_transformer_\w*|_native_multi_head_attention)$"
+)  # library calls (cuBLAS / cuDNN / fused attention / PyTorch's fused transformer layers) that do a task's main work
 
 
 @dataclass

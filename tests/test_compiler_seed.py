@@ -138,6 +138,8 @@ def test_library_calls_anywhere_in_the_module_label_the_candidate():
     src += "def call(args):\n    torch.ops.aten.convolution.default(args[0], args[1])\n    k[(1,)](args[0])\n"
     src += "class ModelNew:\n    def forward(self, x):\n        return call([x])\n"
     assert "library_main_work" in check_source(src).labels
+    layer = src.replace("aten.convolution.default", "aten._transformer_encoder_layer_fwd.default")
+    assert "library_main_work" in check_source(layer).labels  # PyTorch's fused encoder layer (fast path)
 
 
 # ---- a real capture on the CPU backend (C++ kernels; the wiring is the same as on CUDA) ----------
