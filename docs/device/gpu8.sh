@@ -43,4 +43,7 @@ wait
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/ev/gpu.txt
 python3 -c "import torch,triton;print('torch',torch.__version__,'triton',triton.__version__,'cuda',torch.version.cuda)" >> $OUT/ev/gpu.txt
 for d in l$A l$B; do tar czf $OUT/$d.tgz scratch/ev3/$d; done; tar czf $OUT/kscache3.tgz scratch/kscache3  # one per level (session 7: 22.6 MB in one did not come back)
+# session 8: an 18 MB level tarball did not come back either; larger ones come back in 15 MB parts
+# (NAME.tgz.part00, part01, ...: extract with `cat NAME.tgz.part* | tar xz`)
+for f in $OUT/*.tgz; do [ "$(stat -c %s "$f")" -gt 15000000 ] && split -b 15000000 -d "$f" "$f.part" && rm "$f"; done
 ls -la $OUT $OUT/ev
