@@ -11,8 +11,8 @@ kernel's source into its output module like its own kernels, so the captured see
 
 The kernel streams key / value blocks past a block of query rows and keeps the running row maximum and
 denominator of the online softmax (card ``online-softmax``), so scores never leave registers. Its products
-are exact fp32 (``input_precision="ieee"``); the skill also proposes the ``tf32x3`` variant, and the
-``dot_precision`` skill the others. A causal mask is PyTorch's (query ``i`` sees keys ``j <= i``, aligned to
+are exact fp32 (``input_precision="ieee"``); the skill also proposes the three ``dot_precision`` variants of
+them (``tf32x3``, ``tf32``, ``tf32r``). A causal mask is PyTorch's (query ``i`` sees keys ``j <= i``, aligned to
 the top left), and the key blocks past the diagonal are skipped.
 
 ``nn.MultiheadAttention`` reaches the Dynamo graph as one ``multi_head_attention_forward`` call; when it
