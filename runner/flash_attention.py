@@ -40,6 +40,7 @@ import triton
 import triton.language as tl
 
 HEAD_DIMS = (16, 32, 64, 128)  # tl.arange needs a power of two, tl.dot at least 16
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # loaded, then computed in fp32
 OP_NAME = "kernelskill::flash_attention"
 _SDPA = torch._C._nn.scaled_dot_product_attention
 
@@ -215,7 +216,7 @@ def eligible(query: Any, key: Any, value: Any, attn_mask: Any, dropout_p: Any, e
         return "query / key / value not all tensors"
     if len({t.dim() for t in ts}) != 1 or query.dim() not in (3, 4):
         return "not 3-D or 4-D alike"
-    if len({t.dtype for t in ts}) != 1 or not query.is_floating_point() or query.dtype == torch.float64:
+    if len({t.dtype for t in ts}) != 1 or query.dtype not in DTYPES:
         return "dtypes differ or are not fp32 / fp16 / bf16"
     if query.shape[-1] not in HEAD_DIMS or value.shape[-1] not in HEAD_DIMS or key.shape[-1] != query.shape[-1]:
         return f"head sizes {query.shape[-1]} / {value.shape[-1]} not in {HEAD_DIMS}"
@@ -349,14 +350,21 @@ def encoder_layer_fused(*args: Any, **kwargs: Any) -> torch.Tensor:
 ENCODER_LAYER = torch._transformer_encoder_layer_fwd
 
 
-def encoder_layer_eligible(src: Any, embed_dim: Any, num_heads: Any, mask: Any) -> str | None:
-    """None when :func:`encoder_layer` computes this fast-path call (batch-first ``src``, no mask)."""
+def encoder_layer_eligible(src: Any, embed_dim: Any, num_heads: Any, mask: Any, fused: bool = False) -> str | None:
+    """None when :func:`encoder_layer` computes this fast-path call (batch-first ``src``, no mask).
+
+    ``fused``: with its attention through the fused kernel (head sizes in :data:`HEAD_DIMS`, :data:`DTYPES`).
+    """
     if mask is not None:
         return "has a mask"
     if not isinstance(src, torch.Tensor) or src.dim() != 3 or not src.is_floating_point():
         return "src not a batched floating (N, L, E) tensor"
     if not isinstance(embed_dim, int) or not isinstance(num_heads, int) or num_heads <= 0 or embed_dim % num_heads:
         return "head count unknown or not dividing the embedding"
+    if fused and embed_dim // num_heads not in HEAD_DIMS:
+        return f"head size {embed_dim // num_heads} not in {HEAD_DIMS}"
+    if fused and src.dtype not in DTYPES:
+        return "dtype not fp32 / fp16 / bf16"
     return None
 
 
@@ -384,19 +392,23 @@ def mha_eligible(args: dict[str, Any]) -> str | None:
         return "head count unknown or not dividing the embedding"
     if q.shape[-1] // heads not in HEAD_DIMS:
         return f"head size {q.shape[-1] // heads} not in {HEAD_DIMS}"
-    if len({q.dtype, k.dtype, v.dtype}) != 1 or q.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+    if len({q.dtype, k.dtype, v.dtype}) != 1 or q.dtype not in DTYPES:
         return "dtypes differ or are not fp32 / fp16 / bf16"
     if k.shape[:2] != v.shape[:2] or k.shape[1] != q.shape[1]:
         return "key / value lengths or batch differ"
     return None
 
 
-def encoder_node_eligible(node: Any, static_arg: Any) -> str | None:
+def _example(arg: Any) -> Any:
+    """An FX node argument's example value (its fake tensor), or the argument itself when it is a constant."""
+    return arg.meta.get("example_value") if hasattr(arg, "meta") else arg
+
+
+def encoder_node_eligible(node: Any, static_arg: Any, fused: bool = False) -> str | None:
     """:func:`encoder_layer_eligible` for an FX node of the encoder layer's fast-path op (never raises)."""
     try:
-        src = node.args[0].meta.get("example_value") if hasattr(node.args[0], "meta") else None
         dims = static_arg(node, 1, "embed_dim", None), static_arg(node, 2, "num_heads", None)
-        return encoder_layer_eligible(src, *dims, static_arg(node, 18, "mask", None))
+        return encoder_layer_eligible(_example(node.args[0]), *dims, static_arg(node, 18, "mask", None), fused)
     except Exception as e:  # noqa: BLE001 - a graph this code does not understand is left as it is
         return f"not understood: {type(e).__name__}: {e}"
 
@@ -419,21 +431,20 @@ def _sdpa_node_eligible(node: Any, static_arg: Any) -> str | None:
             bound = _MHA_SIGNATURE.bind(*node.args, **node.kwargs).arguments
         except TypeError as e:
             return f"arguments not understood: {e}"
-        values = {n: (a.meta.get("example_value") if hasattr(a, "meta") else a) for n, a in bound.items()}
-        return mha_eligible(values)
+        return mha_eligible({n: _example(a) for n, a in bound.items()})
     if node.target is ENCODER_LAYER:
-        src = node.args[0].meta.get("example_value") if hasattr(node.args[0], "meta") else None
-        dims = (static_arg(node, 1, "embed_dim", None), static_arg(node, 2, "num_heads", None))
-        why = encoder_node_eligible(node, static_arg)
-        if why is None and dims[0] // dims[1] not in HEAD_DIMS:
-            why = f"head size {dims[0] // dims[1]} not in {HEAD_DIMS}"
-        if why is None and isinstance(src, torch.Tensor) and src.dtype == torch.float64:
-            why = "float64"
-        return why
+        return encoder_node_eligible(node, static_arg, fused=True)
     if node.target is not _SDPA:
         return "not scaled_dot_product_attention"
-    vals = [a.meta.get("example_value") if hasattr(a, "meta") else a for a in node.args[:3]]
+    vals = [_example(a) for a in node.args[:3]]
     if len(vals) < 3:
         return "query / key / value not positional"
     mask, dropout = static_arg(node, 3, "attn_mask", None), static_arg(node, 4, "dropout_p", 0.0)
     return eligible(vals[0], vals[1], vals[2], mask, dropout, static_arg(node, 7, "enable_gqa", False))
+
+
+# attention op -> (its name in a rewrite's report, its replacement through the fused kernel)
+FUSED = {
+    _SDPA: ("scaled_dot_product_attention", flash_sdpa),
+    F.multi_head_attention_forward: ("multi_head_attention_forward", flash_mha),
+}

@@ -450,12 +450,6 @@ def hoist_sliced_products(gm: Any) -> list[str]:
     return done
 
 
-_ATTENTION = {
-    torch._C._nn.scaled_dot_product_attention: "scaled_dot_product_attention",
-    F.multi_head_attention_forward: "multi_head_attention_forward",
-}
-
-
 def flash_eligible(gm: Any) -> int:
     """How many attention calls of a Dynamo graph the fused kernel can take.
 
@@ -480,11 +474,10 @@ def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False, flash: boo
     """
     from .flash_attention import (
         ENCODER_LAYER,
+        FUSED,
         encoder_layer,
         encoder_layer_fused,
         encoder_node_eligible,
-        flash_mha,
-        flash_sdpa,
         sdpa_node_eligible,
     )
 
@@ -511,9 +504,9 @@ def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False, flash: boo
             node.target = encoder_layer_fused if fused else encoder_layer
             done.append("transformer encoder layer (fast path) -> its ops" + (", attention fused" if fused else ""))
             continue
-        elif flash and target in _ATTENTION and not sdpa_node_eligible(node, _static_arg):
-            node.target = flash_sdpa if target is torch._C._nn.scaled_dot_product_attention else flash_mha
-            done.append(f"{_ATTENTION[target]} -> fused Triton flash kernel")
+        elif flash and target in FUSED and not sdpa_node_eligible(node, _static_arg):
+            name, node.target = FUSED[target]
+            done.append(f"{name} -> fused Triton flash kernel")
             continue
         elif split and target in _SPLIT_GEMMS:
             node.target = _SPLIT_GEMMS[target]
