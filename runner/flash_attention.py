@@ -93,7 +93,8 @@ def ks_flash_attention_fwd(
     q = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0).to(tl.float32)
     k_base = K + z * stride_kz + hk * stride_kh
     v_base = V + z * stride_vz + hk * stride_vh
-    qk_scale = sm_scale * 1.4426950408889634  # exp(x) = exp2(x * log2(e))
+    # exp(x) = exp2(x * log2(e)); Inductor passes a Python float scale as fp64, and tl.dot takes one dtype
+    qk_scale = tl.full([], sm_scale * 1.4426950408889634, tl.float32)
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, V_DIM], tl.float32)

@@ -238,11 +238,12 @@ COMPILE = textwrap.dedent(
     from triton.compiler import ASTSource
     from kernelskill.runner.flash_attention import ks_flash_attention_fwd as kernel, launch_config
 
-    for d, causal in ((128, True), (64, False)):
+    # sm_scale as fp64 too: Inductor types a Python float argument of a user-defined kernel so
+    for d, causal, scale in ((128, True, "fp32"), (64, False, "fp64")):
         cfg = launch_config(d, d)
         consts = {"HEAD_DIM": d, "V_DIM": d, "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "CAUSAL": causal}
         sig = {n: "constexpr" if n in consts else "*fp32" if n in ("Q", "K", "V", "Out") else
-               "fp32" if n == "sm_scale" else "i32" for n in kernel.arg_names}
+               scale if n == "sm_scale" else "i32" for n in kernel.arg_names}
         options = {"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]}
         compiled = triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=consts),
                                   target=GPUTarget("cuda", 90, 32), options=options)
