@@ -59,7 +59,10 @@ def test_only_calls_the_kernel_computes_exactly_are_eligible():
     assert eligible(q, kv, kv, None, 0.0, True) is None  # grouped query attention
     assert "broadcast" in eligible(q, kv, kv, None, 0.0, False)
     assert "not 3-D or 4-D" in eligible(q[0, 0], q[0, 0], q[0, 0], None, 0.0, False)
-    assert launch_config(128, 128)["BLOCK_N"] < launch_config(64, 64)["BLOCK_N"]
+    wide, narrow = launch_config(128, 128), launch_config(64, 64)
+    assert wide["BLOCK_M"] * 128 <= narrow["BLOCK_M"] * 64  # wide heads: no larger fp32 accumulator tile
+    for cfg in (wide, narrow):  # tl.dot takes power-of-two tiles of at least 16
+        assert all(cfg[b] >= 16 and cfg[b] & (cfg[b] - 1) == 0 for b in ("BLOCK_M", "BLOCK_N")), cfg
 
 
 class _TwoAttentions(torch.nn.Module):

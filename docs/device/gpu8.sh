@@ -13,6 +13,9 @@
 # both GPUs (docs/benchmarks.md "Session 8"). Between calls on a warm machine, untracked files that .gitignore did not
 # ignore were deleted there (eval.json, summary.*, superseded/ under scratch/ev3, which only .git/info/exclude
 # ignored; runs/ survived as .gitignore names it): /scratch/ is in .gitignore since.
+# Session 9: call 1 `TESTS=tests/test_offline_gpu.py::test_flash_attention_recapture_fuses_attention A=2 B=1
+# RB='L1-56*,L1-57*' BUDGET=530`, call 2 `TESTS=<same> A=1 B=3 RA='L1-56*,L1-57*' RB='L3-04*,L3-13*' BUDGET=540`,
+# call 3 docs/device/gpu9.sh (the flash kernel's launch sweep), call 4 `A=1 B=3 RA='L1-56*,L1-57*' RB='L3-04*' BUDGET=390`.
 # GPU tests ($TESTS, pytest paths or node ids) then level A on GPU 0 (cores 0-15) || level B on GPU 1 (cores 16-31).
 # Carry: .whl scratch/evs.tgz scratch/gpu7.sh scratch/kscache3   (make evs.tgz: tar czf scratch/evs.tgz scratch/ev3)
 set -u
