@@ -30,8 +30,10 @@ Taken: no ``attn_mask``, no dropout, 3-D or 4-D query / key / value with head di
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -209,6 +211,14 @@ def flash_sdpa(
     return out.squeeze(0) if three else out
 
 
+def kernel_takes(dtype: Any, *head_sizes: int) -> str | None:
+    """None when the fused kernel takes ``dtype`` (:data:`DTYPES`) and these head sizes (:data:`HEAD_DIMS`)."""
+    if any(size not in HEAD_DIMS for size in head_sizes):
+        sizes = " / ".join(map(str, head_sizes))
+        return f"head size{'s' if len(head_sizes) > 1 else ''} {sizes} not in {HEAD_DIMS}"
+    return None if dtype in DTYPES else f"dtype {dtype} not among the kernel's dtypes (fp32 / fp16 / bf16)"
+
+
 def eligible(query: Any, key: Any, value: Any, attn_mask: Any, dropout_p: Any, enable_gqa: Any) -> str | None:
     """None when :func:`flash_sdpa` computes this call exactly as PyTorch does, else why not.
 
@@ -223,10 +233,10 @@ def eligible(query: Any, key: Any, value: Any, attn_mask: Any, dropout_p: Any, e
         return "query / key / value not all tensors"
     if len({t.dim() for t in ts}) != 1 or query.dim() not in (3, 4):
         return "not 3-D or 4-D alike"
-    if len({t.dtype for t in ts}) != 1 or query.dtype not in DTYPES:
-        return "dtypes differ or are not fp32 / fp16 / bf16"
-    if query.shape[-1] not in HEAD_DIMS or value.shape[-1] not in HEAD_DIMS or key.shape[-1] != query.shape[-1]:
-        return f"head sizes {query.shape[-1]} / {value.shape[-1]} not in {HEAD_DIMS}"
+    if len({t.dtype for t in ts}) != 1 or key.shape[-1] != query.shape[-1]:
+        return "dtypes or query / key head sizes differ"
+    if why := kernel_takes(query.dtype, query.shape[-1], value.shape[-1]):
+        return why
     if key.shape[-2] != value.shape[-2] or key.shape[:-2] != value.shape[:-2]:
         return "key and value shapes differ"
     lead_q, lead_k = tuple(query.shape[:-2]), tuple(key.shape[:-2])
@@ -368,11 +378,7 @@ def encoder_layer_eligible(src: Any, embed_dim: Any, num_heads: Any, mask: Any, 
         return "src not a batched floating (N, L, E) tensor"
     if not isinstance(embed_dim, int) or not isinstance(num_heads, int) or num_heads <= 0 or embed_dim % num_heads:
         return "head count unknown or not dividing the embedding"
-    if fused and embed_dim // num_heads not in HEAD_DIMS:
-        return f"head size {embed_dim // num_heads} not in {HEAD_DIMS}"
-    if fused and src.dtype not in DTYPES:
-        return "dtype not fp32 / fp16 / bf16"
-    return None
+    return kernel_takes(src.dtype, embed_dim // num_heads) if fused else None
 
 
 _MHA_SIGNATURE = inspect.signature(F.multi_head_attention_forward)
@@ -397,10 +403,10 @@ def mha_eligible(args: dict[str, Any]) -> str | None:
     heads = args.get("num_heads")
     if not isinstance(heads, int) or heads <= 0 or q.shape[-1] % heads:
         return "head count unknown or not dividing the embedding"
-    if q.shape[-1] // heads not in HEAD_DIMS:
-        return f"head size {q.shape[-1] // heads} not in {HEAD_DIMS}"
-    if len({q.dtype, k.dtype, v.dtype}) != 1 or q.dtype not in DTYPES:
-        return "dtypes differ or are not fp32 / fp16 / bf16"
+    if len({q.dtype, k.dtype, v.dtype}) != 1:
+        return "dtypes differ"
+    if why := kernel_takes(q.dtype, q.shape[-1] // heads):
+        return why
     if k.shape[:2] != v.shape[:2] or k.shape[1] != q.shape[1]:
         return "key / value lengths or batch differ"
     return None
@@ -411,24 +417,28 @@ def _example(arg: Any) -> Any:
     return arg.meta.get("example_value") if hasattr(arg, "meta") else arg
 
 
+def _never_raises(check: Callable[..., str | None]) -> Callable[..., str | None]:
+    """A node check that reports an exception as its reason: a graph it does not understand is left as it is."""
+
+    @functools.wraps(check)
+    def safe(*args: Any, **kwargs: Any) -> str | None:
+        try:
+            return check(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001
+            return f"not understood: {type(e).__name__}: {e}"
+
+    return safe
+
+
+@_never_raises
 def encoder_node_eligible(node: Any, static_arg: Any, fused: bool = False) -> str | None:
-    """:func:`encoder_layer_eligible` for an FX node of the encoder layer's fast-path op (never raises)."""
-    try:
-        dims = static_arg(node, 1, "embed_dim", None), static_arg(node, 2, "num_heads", None)
-        return encoder_layer_eligible(_example(node.args[0]), *dims, static_arg(node, 18, "mask", None), fused)
-    except Exception as e:  # noqa: BLE001 - a graph this code does not understand is left as it is
-        return f"not understood: {type(e).__name__}: {e}"
+    """:func:`encoder_layer_eligible` for an FX node of the encoder layer's fast-path op."""
+    dims = static_arg(node, 1, "embed_dim", None), static_arg(node, 2, "num_heads", None)
+    return encoder_layer_eligible(_example(node.args[0]), *dims, static_arg(node, 18, "mask", None), fused)
 
 
+@_never_raises
 def sdpa_node_eligible(node: Any, static_arg: Any) -> str | None:
-    """:func:`_sdpa_node_eligible`, never raising: a graph it does not understand is left as it is."""
-    try:
-        return _sdpa_node_eligible(node, static_arg)
-    except Exception as e:  # noqa: BLE001
-        return f"not understood: {type(e).__name__}: {e}"
-
-
-def _sdpa_node_eligible(node: Any, static_arg: Any) -> str | None:
     """:func:`eligible` (or :func:`mha_eligible`) for an FX ``call_function`` node of an attention op.
 
     The ops: ``scaled_dot_product_attention`` and ``multi_head_attention_forward``.
