@@ -102,7 +102,11 @@ def task_row(spec: TaskSpec, run_dir: Path) -> dict[str, Any]:
         "repaired": False,
     }
     report = read_json(run_dir / REPORT)
-    if report:
+    if report and report.get("task_error"):  # the reference itself is unusable: no candidate was judged
+        row.update(
+            status="error", reason=f"unusable task: {report['task_error']}", stop_reason=report.get("stop_reason")
+        )
+    elif report:
         review = report.get("best_review") or {}
         correct = bool(review.get("correct"))
         status = "failed" if not correct else ("success" if is_custom(review) else "correct_not_custom")

@@ -34,7 +34,8 @@ def decide_after_review(state: State) -> tuple[AfterReview, str]:
       written by the reviewer) ends it, even inside a repair chain; so does a launch deadline near
       (``time_left_s``, written by the reviewer from :mod:`.deadline`, which the eval runner sets);
     - a failed candidate goes to the diagnoser while its repair budget lasts (offline, only when a
-      deterministic repair applies: ``repairable``, written by the reviewer);
+      deterministic repair applies: ``repairable``, written by the reviewer); a ``harness_error``
+      (the reviewer's own failure) never does: there is nothing in the candidate to repair;
     - a correct candidate (or an abandoned one, when a correct best exists) goes on to the next
       round while the round budget lasts;
     - the best reaching ``budget.target_sol_pct`` % of speed-of-light, or ``budget.patience``
@@ -57,7 +58,7 @@ def decide_after_review(state: State) -> tuple[AfterReview, str]:
     if late:
         return "__end__", late
     repairs = state.get("repairs", 0)
-    if status != "correct" and repairs < budget["max_repairs"] and state.get("repairable", True):
+    if status not in ("correct", "harness_error") and repairs < budget["max_repairs"] and state.get("repairable", True):
         return "diagnoser", ""
     if "best" not in state:
         return "__end__", f"no correct candidate after {repairs} repair(s) of the seed"
@@ -78,9 +79,9 @@ def route_after_review(state: State) -> AfterReview:
 
 
 def round_finished(state: State) -> bool:
-    """True when the reviewed candidate closes its round (correct, or repairs exhausted)."""
+    """True when the reviewed candidate closes its round (correct, unjudgeable, or repairs exhausted)."""
     review = state["review"]
-    if review["status"] == "correct":
+    if review["status"] in ("correct", "harness_error"):
         return True
     return state.get("repairs", 0) >= state["budget"]["max_repairs"] or not state.get("repairable", True)
 

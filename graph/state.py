@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from kernelskill.runner.result import ReviewResult
 
-Origin = Literal["generator", "compiler", "diagnoser", "optimizer"]
+Origin = Literal["generator", "compiler", "diagnoser", "optimizer", "reference"]
 
 
 class Task(TypedDict):
@@ -124,6 +124,7 @@ class State(TypedDict, total=False):
     elapsed_s: float  # seconds since ``started_at``, as of the latest review
     time_left_s: float | None  # seconds to this launch's deadline (graph.deadline) at the latest review
     repairable: bool  # offline: a deterministic repair applies to a failed candidate of this round
+    task_error: str  # why the reference task is unusable (the generator's probe); no candidate is then run
     candidates: Annotated[list[Candidate], operator.add]
     """Every candidate produced, in order (appended)."""
     attempts: Annotated[list[Attempt], operator.add]

@@ -62,6 +62,10 @@ def _run(run: Any, resume: bool) -> None:
     finally:
         progress.close()
     report = build_report(run, state)
+    if state.get("task_error"):  # nothing was reviewed: one sentence, exit 2
+        console.print(f"[red]unusable task:[/] {state['task_error']}")
+        console.print(f"report: {run.dir / 'report.md'}")
+        raise typer.Exit(2)
     console.print()
     console.print(render_markdown(report))
     console.print(f"best candidate: {run.dir / 'best.py' if state.get('best') else '(none)'}")

@@ -57,6 +57,7 @@ def build_report(run: Run, state: State) -> dict[str, Any]:
         "task": state.get("task", {}).get("path", run.task_path),
         "mode": mode_label(run.context, state.get("engine")),
         "stop_reason": state.get("stop_reason", "(not finished)"),
+        "task_error": state.get("task_error") or None,
         "budget": state.get("budget", {}),
         "elapsed_s": state.get("elapsed_s"),
         "best_candidate": best["candidate"]["id"] if best else None,

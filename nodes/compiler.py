@@ -78,6 +78,7 @@ def capture_variant(
     conv_gemm: bool = False,
     split_gemm: bool = False,
     flash: bool = False,
+    reformulate: bool = True,
 ) -> SeedOutcome:
     """Capture one Inductor variant of the task in a child process.
 
@@ -94,8 +95,14 @@ def capture_variant(
         "conv_gemm": conv_gemm,
         "split_gemm": split_gemm,
         "flash": flash,
+        "reformulate": reformulate,
     }
-    name = f"seed_{variant}" + ("_tf32" if tf32 else "") + ("_gemm" if conv_gemm else "")
+    name = (
+        f"seed_{variant}"
+        + ("" if reformulate else "_plain")
+        + ("_tf32" if tf32 else "")
+        + ("_gemm" if conv_gemm else "")
+    )
     name += ("_split" if split_gemm else "") + ("_flash" if flash else "")
     limit = deadline.timeout(ctx.seed_timeout_s, reserve_s)
     out = run_child("kernelskill.runner.inductor_seed", req, workdir, name, limit, spare=True)
@@ -119,11 +126,24 @@ def compiler_seeds(ctx: Context, task_path: str, workdir: Path) -> list[SeedOutc
 
     When the reference's forward visibly calls a heavy op, both captures run at once (two child
     processes: compiling is mostly CPU work); the ``triton`` one is kept only if it is needed.
+    When every capture failed, the fallbacks follow in order until one succeeds: ``triton``
+    without the graph rewrites, then the ``safe`` variant (fewer rewrites and fusions).
     """
     if likely_library_work(Path(task_path).read_text()):
         with ThreadPoolExecutor(max_workers=2) as pool:
             futures = [pool.submit(capture_variant, ctx, task_path, v, workdir) for v in ("default", "triton")]
             first, second = (f.result() for f in futures)
-        return [first, second] if first.needs_custom_variant else [first]
-    first = capture_variant(ctx, task_path, "default", workdir)
-    return [first, capture_variant(ctx, task_path, "triton", workdir)] if first.needs_custom_variant else [first]
+        outcomes = [first, second] if first.needs_custom_variant else [first]
+    else:
+        first = capture_variant(ctx, task_path, "default", workdir)
+        outcomes = (
+            [first, capture_variant(ctx, task_path, "triton", workdir)] if first.needs_custom_variant else [first]
+        )
+    for variant, reformulate in FALLBACKS:
+        if any(o.ok for o in outcomes) or deadline.stop_reason(deadline.left()):
+            break
+        outcomes.append(capture_variant(ctx, task_path, variant, workdir, reformulate=reformulate))
+    return outcomes
+
+
+FALLBACKS = (("triton", False), ("safe", True))  # captures tried in order when every other one failed

@@ -9,10 +9,11 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
 from kernelskill.graph.modes import engine_for, on_cuda
 from kernelskill.graph.state import Candidate, State, Task
-from kernelskill.runner.sandbox import prestart_reviewer
+from kernelskill.runner.sandbox import prestart_reviewer, probe_task
 from kernelskill.skills_kb.retrieve import cards_text, retrieve
 
 from .candidates import make_candidate, run_dir
@@ -80,12 +81,21 @@ def generator(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     With a model: ``Context.seeds`` seeds from the model, plus (on CUDA, ``compiler_seed``) the
     compiler seeds, which the model also sees as its starting point. Offline: the compiler seeds
     alone, and at most ``OFFLINE_REPAIRS`` deterministic repair per candidate.
+
+    Before anything else, a probe builds the reference and runs it once: a task whose reference
+    raises, returns NaN / inf or does not fit is recorded as ``task_error``, and no candidate is
+    written (no model call is paid) or reviewed.
     """
     ctx = runtime.context or Context()
     task = load_task(state["task_path"])
     engine = engine_for(ctx)
     prestart_reviewer()  # its imports overlap the captures / model calls below
     compiled: list[SeedOutcome] = []
+    common = {"task": task, "engine": engine or "none", "started_at": time.time(), "round": 0, "repairs": 0}
+    # first, alone on the device (a KernelBench-scale reference may need most of its memory)
+    checked = probe_task(task["path"], run_dir(ctx) / "probe", _probe_timeout(ctx), ctx.device, ctx.seed)
+    if checked["status"] == "invalid_task":  # a broken task: no candidate is written or reviewed
+        return {**common, "budget": ctx.budget(), "task_error": checked["error_digest"], "current": _empty_seed("")}
     if engine == "offline" or (ctx.compiler_seed and on_cuda(ctx)):
         compiled = compiler_seeds(ctx, task["path"], run_dir(ctx) / "compiler")
     seeds: list[Candidate] = []
@@ -98,24 +108,29 @@ def generator(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         if outcome.ok:
             seeds.append(make_candidate({"candidates": seeds}, outcome.source, "compiler", None, 0, outcome.note()))
     if not seeds:
-        reasons = "; ".join(c.note() for c in compiled) or "no compiler seed was attempted"
-        seeds.append(make_candidate({"candidates": []}, "", "compiler", None, 0, reasons[:600]))
+        seeds.append(_empty_seed("; ".join(c.note() for c in compiled) or "no compiler seed was attempted"))
     budget = ctx.budget()
     if engine == "offline":  # deterministic repairs only (nodes.diagnoser.offline_repair)
         budget["max_repairs"] = min(budget["max_repairs"], OFFLINE_REPAIRS)
     return {
-        "task": task,
+        **common,
         "budget": budget,
-        "engine": engine or "none",
         "search": {"seeds": len(seeds), "parents": ctx.parents, "explore": ctx.explore, "seed": ctx.seed},
-        "started_at": time.time(),
-        "round": 0,
-        "repairs": 0,
         "current": seeds[0],
         "pending_seeds": seeds[1:],
         "candidates": seeds,
         "tokens": tokens,
     }
+
+
+def _empty_seed(reasons: str) -> Candidate:
+    """The seed of a run without one (its review says why each capture failed)."""
+    return make_candidate({"candidates": []}, "", "compiler", None, 0, reasons[:600])
+
+
+def _probe_timeout(ctx: Context) -> float:
+    """The probe's time limit: one review's, capped by the launch deadline."""
+    return deadline.timeout(ctx.review_timeout_s, 0.0)
 
 
 def strip_harness_for_prompt(source: str) -> str:

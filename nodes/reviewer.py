@@ -8,6 +8,11 @@ at least ``IMPROVEMENT`` (2 %) faster than the best's. Interpreter timings never
 CPU-only machine the first correct candidate stays the best. A candidate whose main work runs in
 its own kernels always beats one whose main work is PyTorch or a library call (cuBLAS / cuDNN),
 whatever their timings: the product's answer is a custom kernel, and that is what evals count.
+
+A seed round that ends with no correct candidate reviews one last resort, the reference's own ops
+(:func:`reference_fallback`), so a run never ends without an answer when one exists. A
+``harness_error`` (the reviewer's own failure, already retried once in low-memory mode) is not
+the candidate's: it goes to no repair and into no skill's priors.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from kernelskill.graph.routing import decide_after_review, round_finished
 from kernelskill.graph.state import Attempt, Candidate, State, TrajectoryEntry
 from kernelskill.runner.result import ReviewResult, failure
 from kernelskill.runner.sandbox import run_review
+from kernelskill.runner.static_check import REFERENCE_FALLBACK_MARK
 
 from .candidates import run_dir
 from .diagnoser import offline_repairable
@@ -55,7 +61,9 @@ def merged(state: State, update: dict[str, Any]) -> State:
 
 
 def _review(ctx: Context, state: State, cand: Candidate) -> ReviewResult:
-    """Review one candidate in the sandbox (a candidate without code fails without running)."""
+    """Review one candidate in the sandbox (a candidate without code, or of an unusable task, is not run)."""
+    if state.get("task_error"):
+        return failure("invalid_task", state["task_error"], candidate_id=cand["id"])
     if not cand["source"]:
         return failure("no_code", cand["note"], candidate_id=cand["id"])
     return run_review(
@@ -70,6 +78,35 @@ def _review(ctx: Context, state: State, cand: Candidate) -> ReviewResult:
         float64_truth=ctx.float64_truth,
         ncu=ctx.ncu,
     )
+
+
+def _needs_last_resort(state: State) -> bool:
+    """The seed round ended without any correct candidate, and the reference fallback is untried."""
+    return (
+        "best" not in state
+        and state.get("round", 0) == 0
+        and not state.get("task_error")
+        and state["review"]["status"] != "invalid_task"
+        and not any(c["origin"] == "reference" for c in state.get("candidates", []))
+    )
+
+
+def reference_fallback(state: State, update: dict[str, Any]) -> Candidate:
+    """The last resort: a candidate that composes the reference's own ops (``torch_main_work``).
+
+    Correct by construction, still reviewed like any other; its header says why each better
+    candidate failed, so the report does too.
+    """
+    attempts = list(state.get("attempts", [])) + list(update.get("attempts", []))
+    why = [f"{a['candidate_id']}: {a['status']}: {a['error_digest'][:200]}" for a in attempts] or ["no candidate"]
+    header = "\n".join(
+        [f"# {REFERENCE_FALLBACK_MARK}: the reference's own PyTorch ops, used because no better candidate was correct."]
+        + [f"# - {line}" for line in why]
+    )
+    source = f'{header}\n{state["task"]["source"]}\n\n\nclass ModelNew(Model):\n    """The reference\'s forward."""\n'
+    n = len(state.get("candidates", [])) + len(update.get("candidates", []))
+    note = "reference fallback (PyTorch main work): " + "; ".join(why)[:500]
+    return Candidate(id=f"r0-reference-{n}", source=source, origin="reference", parent_id=None, round=0, note=note)
 
 
 def _round_best(
@@ -125,6 +162,15 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             admit(extra, r)
     if state.get("engine") == "offline" and review["status"] != "correct":
         update["repairable"] = offline_repairable(merged(state, update))
+    if round_finished(merged(state, update)) and _needs_last_resort(merged(state, update)):
+        extra = reference_fallback(state, update)
+        r = _review(ctx, state, extra)
+        update["candidates"] = list(update.get("candidates", [])) + [extra]
+        reviewed.append((extra, r))
+        update["attempts"].append(
+            Attempt(candidate_id=extra["id"], round=rnd, status=r["status"], error_digest=r.get("error_digest", ""))
+        )
+        admit(extra, r)
     if round_finished(merged(state, update)):
         plan = state.get("plan") if rnd > 0 else None
         skill = plan["skill_id"] if plan else None
@@ -134,7 +180,7 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             candidate_id=shown["id"],
             skill_id=skill,
             plan_reason=plan["reason"] if plan else "seed",
-            outcome=shown_review["status"] if shown_review["status"] == "correct" else "abandoned",
+            outcome=shown_review["status"] if shown_review["status"] in ("correct", "harness_error") else "abandoned",
             repairs=state.get("repairs", 0),
             runtime_ms=shown_review.get("runtime_ms"),
             timing_kind=shown_review.get("timing_kind"),
@@ -149,7 +195,8 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         update["trajectory"] = [entry]
         if skill and not improved:
             update["failed_plans"] = [skill]
-        if skill:  # long-term memory: the round's outcome feeds the skill priors (never raises)
+        if skill and review["status"] != "harness_error":  # long-term memory: the round's outcome feeds the
+            # skill priors (never raises); a round the reviewer itself could not judge says nothing of the skill
             from kernelskill.skills_kb.outcomes import record_round
 
             record_round(run_dir(ctx), state, review, improved)

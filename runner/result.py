@@ -13,7 +13,8 @@ ReviewStatus = Literal[
     "timeout",  # exceeded the evaluation's wall-time limit (killed)
     "crashed",  # the evaluation process died (segfault, abort, OOM kill)
     "rejected",  # static checks found a forbidden construct (no kernel, fallback, timer patching...)
-    "invalid_task",  # the reference task itself could not be loaded or run
+    "invalid_task",  # the reference task itself is unusable: fails to load, raises, NaN / inf, does not fit
+    "harness_error",  # the reviewer's own code failed (e.g. out of memory comparing): not the candidate's fault
 ]
 
 FAILURE_STATUSES: frozenset[str] = frozenset(

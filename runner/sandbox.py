@@ -106,6 +106,33 @@ def run_review(
         return failure(out.status, out.digest, out.log_tail, candidate_id, wall_s=out.wall_s)
     result: ReviewResult = out.result
     result.setdefault("wall_s", out.wall_s)
+    if result.get("status") == "harness_error" and not options.get("low_memory"):
+        # the reviewer's own failure: once more in low-memory mode (never charged to the candidate)
+        again = run_review(
+            task_path, source, workdir, candidate_id, timeout_s, device, **{**options, "low_memory": True}
+        )
+        again.setdefault("warnings", []).insert(0, f"reviewed again in low-memory mode after: {result['error_digest']}")
+        return again
+    return result
+
+
+def probe_task(
+    task_path: str | Path, workdir: str | Path, timeout_s: float = 300.0, device: str = "auto", seed: int = 42
+) -> ReviewResult:
+    """Build the task's reference and run it once on its first inputs, in a child process.
+
+    ``correct`` (with the reference's peak device memory and first-call time in ``metrics``) when
+    the task is usable; ``invalid_task`` with one sentence when the reference raises, returns NaN /
+    inf or does not fit; ``timeout`` / ``crashed`` when the process did not report.
+    """
+    work = Path(workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    req = {"task_path": str(Path(task_path).resolve()), "probe": True, "device": device, "seed": seed}
+    out = run_child(REVIEW_MODULE, req, work, "probe", timeout_s, env_extra=review_env(), spare=True)
+    if isinstance(out, ChildFailure):
+        return failure(out.status, out.digest, out.log_tail, "probe", wall_s=out.wall_s)
+    result: ReviewResult = out.result
+    result.setdefault("wall_s", out.wall_s)
     return result
 
 

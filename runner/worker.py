@@ -15,10 +15,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from .correctness import float64_reference
 from .result import ReviewResult, failure
 from .sandbox import request_paths
-
-DEFAULT_TOL = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)}  # (atol, rtol)
 
 
 def _digest(exc: BaseException, candidate_file: str) -> str:
@@ -46,12 +45,6 @@ def _classify(exc: BaseException) -> str:
     return "compile_error" if name in ("CompilationError", "InterpreterError") else "runtime_error"
 
 
-def _flatten(out: Any) -> list[Any]:
-    if isinstance(out, (list, tuple)):
-        return [t for o in out for t in _flatten(o)]
-    return [out]
-
-
 def _to(obj: Any, device: str) -> Any:
     import torch
 
@@ -76,110 +69,6 @@ def _clone(objs: list[Any]) -> list[Any]:
     return [o.clone() if isinstance(o, torch.Tensor) else o for o in objs]
 
 
-MAGNITUDE_GUARD = 0.05  # relative L2 error above which "allclose" alone is not trusted
-
-
-TRUTH_MARGIN = 2.0  # a candidate may be this many times as far from float64 as the reference is
-
-
-def reference_noise(ref: Any, truth: Any, rtol: float) -> float:
-    """The absolute tolerance the reference itself needs to match its float64 run at ``rtol``."""
-    import torch
-
-    excess = (ref - truth).abs() - rtol * truth.abs()
-    finite = torch.isfinite(excess)
-    return max(0.0, float(excess[finite].max())) if bool(finite.any()) else 0.0
-
-
-def compare(
-    ref_out: Any,
-    new_out: Any,
-    atol: float | None,
-    rtol: float | None,
-    truth: Any = None,
-    noise: list[float] | None = None,
-) -> str | None:
-    """None when outputs match; otherwise a one-line reason naming the worst element.
-
-    Besides shape, dtype, NaN and ``allclose`` (tolerance by dtype), a magnitude guard rejects an
-    output whose relative L2 error exceeds 5 %: on tasks whose outputs are tiny, an all-zero or
-    constant answer would otherwise pass ``allclose`` on the absolute tolerance alone.
-
-    ``truth`` (a callable returning the reference's outputs computed in float64, or None) is the
-    second chance of a floating output that fails ``allclose`` against the reference: two correct
-    float32 programs that sum in different orders (cuBLAS vs a Triton GEMM, cuDNN's TF32 default vs
-    exact fp32) can differ by more than 1e-4 where the result is near zero. Such an output passes
-    when it is within ``allclose`` of the float64 result with ``atol`` raised to TRUTH_MARGIN times
-    the reference's own error against float64 (:func:`reference_noise`); that noise is appended to
-    ``noise``. An output further from float64 than that fails with both distances in the reason.
-    """
-    import torch
-
-    refs, news = _flatten(ref_out), _flatten(new_out)
-    truths = None
-    if len(refs) != len(news):
-        return f"returned {len(news)} outputs, reference returns {len(refs)}"
-    for i, (r, n) in enumerate(zip(refs, news, strict=True)):
-        tag = f"output {i}: " if len(refs) > 1 else ""
-        if not isinstance(n, torch.Tensor):
-            return f"{tag}returned {type(n).__name__}, expected a tensor"
-        if n.shape != r.shape:
-            return f"{tag}shape {tuple(n.shape)} != reference {tuple(r.shape)}"
-        if n.dtype != r.dtype:
-            return f"{tag}dtype {n.dtype} != reference {r.dtype}"
-        a_def, r_def = DEFAULT_TOL.get(str(r.dtype).replace("torch.", ""), (1e-4, 1e-4))
-        a, rt = atol if atol is not None else a_def, rtol if rtol is not None else r_def
-        rf, nf = r.detach().double(), n.detach().double()  # compared on the device: CPU doubles are slow
-        if torch.isnan(nf).any() and not torch.isnan(rf).any():
-            return f"{tag}NaN in output ({int(torch.isnan(nf).sum())} of {n.numel()} elements)"
-        if torch.isinf(nf).any() and not torch.isinf(rf).any():
-            return f"{tag}inf in output ({int(torch.isinf(nf).sum())} of {n.numel()} elements)"
-        if not torch.allclose(nf, rf, atol=a, rtol=rt, equal_nan=True):
-            reason = f"{tag}{_worst(nf, rf, a, rt)}"
-            if truth is None or not r.is_floating_point():
-                return reason
-            try:
-                truths = truths if truths is not None else _flatten(truth())
-                tf = truths[i].detach().double()
-            except Exception as e:  # noqa: BLE001 - an op without a float64 kernel, say
-                return f"{reason} (no float64 reference: {type(e).__name__}: {str(e)[:120]})"
-            floor = reference_noise(rf, tf, rt)
-            a_eff = max(a, TRUTH_MARGIN * floor)
-            if not torch.allclose(nf, tf, atol=a_eff, rtol=rt, equal_nan=True):
-                return (
-                    f"{reason}; against the float64 reference (atol {a_eff:.3g} = max(atol, "
-                    f"{TRUTH_MARGIN:g} x the reference's own error {floor:.3g})): {_worst(nf, tf, a_eff, rt)}"
-                )
-            if noise is not None:
-                noise.append(floor)
-        finite = torch.isfinite(rf)
-        ref_norm = float(rf[finite].norm())
-        if ref_norm > 0:
-            rel = float((nf[finite] - rf[finite]).norm()) / ref_norm
-            if rel > MAGNITUDE_GUARD:
-                return (
-                    f"{tag}relative L2 error {rel:.3g} > {MAGNITUDE_GUARD} although within atol={a:g}: "
-                    f"output magnitude {float(nf[finite].norm()):.3g} vs reference {ref_norm:.3g} "
-                    "(near-zero or constant output?)"
-                )
-    return None
-
-
-def _worst(nf: Any, rf: Any, a: float, rt: float) -> str:
-    """How many elements of ``nf`` miss ``rf`` by more than ``a + rt * |rf|``, and the worst one."""
-    import torch
-
-    err = (nf - rf).abs().nan_to_num(float("inf"))
-    excess = err - (a + rt * rf.abs())
-    idx = int(excess.flatten().argmax())
-    where = tuple(int(x) for x in torch.unravel_index(torch.tensor(idx), tuple(rf.shape)))
-    bad = int((excess > 0).sum())
-    return (
-        f"{bad}/{rf.numel()} elements exceed atol={a:g} rtol={rt:g}; worst at "
-        f"{where}: got {nf.flatten()[idx].item():.6g}, expected {rf.flatten()[idx].item():.6g}"
-    )
-
-
 def poison_cuda_cache(limit_bytes: int = 8 << 30) -> None:
     """Fill the caching allocator's free blocks with NaN bytes (0xFF) before a candidate runs.
 
@@ -201,23 +90,59 @@ def poison_cuda_cache(limit_bytes: int = 8 << 30) -> None:
     del blocks
 
 
-class Loaded:
-    """The task, the two models and what is needed to feed them."""
+class Evaluation:
+    """One review's explicit record: what the phases read and write, in the order they run.
 
-    def __init__(self, task: Any, ref: Any, new: Any, module: Any, device: str) -> None:
-        self.task, self.ref, self.new, self.module, self.device = task, ref, new, module, device
+    The anti-cheat order is :func:`evaluate`'s: static checks before any candidate code runs; the
+    reference built and run on the first inputs before the candidate is built; every candidate call
+    on cloned inputs with the allocator's free memory poisoned; which kernels ran recorded on the
+    first trial; new inputs again after timing.
+    """
 
-    def truth(self, inputs: list[Any]) -> Any:
-        """The reference's outputs for ``inputs`` computed in float64 (a float64 copy of the model)."""
-        import copy
+    def __init__(self, req: dict[str, Any]) -> None:
+        self.req = req
+        self.cid: str = req.get("candidate_id", "")
+        self.seed = int(req.get("seed", 42))
+        self.low_memory = bool(req.get("low_memory"))
+        self.t_start = self.mark = time.perf_counter()
+        self.phases: dict[str, float] = {}
+        self.steps: dict[str, float] = {}  # seconds per correctness step, summed over the trials
+        self.correctness: dict[str, Any] = {
+            "trials": 0,
+            "atol": req.get("atol"),
+            "rtol": req.get("rtol"),
+            "seconds": {},
+        }
+        self.launched: list[str] = []  # kernels launched by the first trial (CUDA)
+        self.use_cuda, self.device, self.gpu, self.label = False, "cpu", "", "cpu (triton interpreter)"
+        self.task: Any = None
+        self.static: Any = None
+        self.common: dict[str, Any] = {}
+        self.cand_file, self.source = "", ""
+        self.module: Any = None
+        self.ref: Any = None
+        self.new: Any = None
+        self.recorder: Any = None
+        self.first: tuple[list[Any], Any] | None = None  # trial 0's inputs and reference output
+        self.reference_bytes = 0  # device memory the reference's forward took at its peak
+        self.reference_s = 0.0  # wall time of the reference's first forward
+        self.timing_inputs: list[Any] = []
 
-        import torch
+    def phase(self, name: str) -> None:
+        """Close the phase ``name``: its seconds since the last mark."""
+        now = time.perf_counter()
+        self.phases[name] = round(now - self.mark, 4)
+        self.mark = now
 
-        if getattr(self, "_ref64", None) is None:
-            self._ref64 = copy.deepcopy(self.ref).double()
-        doubled = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
-        with torch.no_grad():
-            return self._ref64(*doubled)
+    def step(self, name: str, t0: float) -> float:
+        """Add the seconds since ``t0`` to the correctness step ``name``."""
+        now = time.perf_counter()
+        self.steps[name] = round(self.steps.get(name, 0.0) + now - t0, 4)
+        return now
+
+    def fail(self, status: Any, exc: BaseException, **extra: Any) -> ReviewResult:
+        """A failed result from a candidate's exception."""
+        return failure(status, _digest(exc, self.cand_file), _detail(exc), self.cid, **{**self.common, **extra})
 
     def inputs(self, seed: int) -> list[Any]:
         """Fresh inputs from the task's ``get_inputs`` under ``seed``, on the device."""
@@ -226,6 +151,40 @@ class Loaded:
         torch.manual_seed(seed)
         with torch.device(self.device):  # generated on the device: CPU randn of GBs takes seconds
             return list(_to(list(self.task.get_inputs()), self.device))
+
+    def reference(self, inputs: list[Any]) -> Any:
+        """The reference's output on a copy of ``inputs`` (raises :class:`TaskError` when it raises)."""
+        import torch
+
+        try:
+            with torch.no_grad():
+                out = self.ref(*_clone(inputs))
+            if self.use_cuda:
+                torch.cuda.synchronize()
+        except torch.OutOfMemoryError:
+            raise
+        except Exception as e:
+            raise TaskError(f"the reference raised {type(e).__name__}: {str(e).strip()[:300]}") from e
+        return out
+
+    def truth(self, inputs: list[Any]) -> Any:
+        """The reference's outputs for ``inputs`` in float64 (see :func:`.correctness.float64_reference`)."""
+        params = sum(p.numel() * p.element_size() for p in self.ref.parameters())
+        ins = sum(x.numel() * x.element_size() for x in inputs if hasattr(x, "numel"))
+        need = 2 * (self.reference_bytes + params + ins)
+        cpu_ok = not self.use_cuda or self.reference_s <= CPU_FLOAT64_MAX_S
+        return float64_reference(self.ref, inputs, need, self.low_memory, cpu_ok)
+
+
+class TaskError(Exception):
+    """The reference task itself is unusable: it raises, returns NaN / inf, or does not fit."""
+
+
+class HarnessError(Exception):
+    """The reviewer's own code failed (never the candidate's fault)."""
+
+
+CPU_FLOAT64_MAX_S = 0.02  # a float64 run on the CPU is tried only for a reference this fast on the GPU
 
 
 def _import_candidate(path: str) -> Any:
@@ -257,250 +216,384 @@ def load_for_profiling(req: dict[str, Any]) -> tuple[Any, list[Any]]:
 
 
 def evaluate(req: dict[str, Any]) -> ReviewResult:
-    """Review one candidate against the task's reference (see module docstring)."""
-    t_start = time.perf_counter()
-    phases: dict[str, float] = {}
-    mark = [t_start]
+    """Review one candidate against the task's reference: one function per phase, in order.
 
-    def phase(name: str) -> None:
-        now = time.perf_counter()
-        phases[name] = round(now - mark[0], 4)
-        mark[0] = now
+    A task whose reference raises, returns NaN / inf or does not fit in memory on the first inputs
+    is ``invalid_task`` before the candidate is built (``probe`` requests stop there). An exception
+    in the reviewer's own code (out of memory while comparing, say) is ``harness_error``: never the
+    candidate's fault (:func:`.sandbox.run_review` retries it once in low-memory mode).
+    """
+    ev = Evaluation(req)
+    try:
+        _setup(ev)
+        bad = _load(ev)
+        if bad:
+            return bad
+        _reference_phase(ev)
+        if req.get("probe"):
+            return _probe_result(ev)
+        bad = _build_candidate(ev) or _correctness(ev) or _kernels_ran(ev) or _compile_check(ev)
+        if bad:
+            return bad
+        result = _passed(ev)
+        _timing(ev, result)
+        bad = _recheck(ev)
+        if bad:
+            return bad
+        if ev.use_cuda:
+            _profile_on_gpu(req, ev, ev.timing_inputs, result, ev.gpu, ev.launched)
+            ev.phase("profile")
+    except TaskError as e:
+        return failure("invalid_task", str(e), "", ev.cid, **ev.common)
+    except Exception as e:  # noqa: BLE001 - the reviewer's own failure, never charged to the candidate
+        return _harness_error(ev, e)
+    result["phases"] = ev.phases
+    result["wall_s"] = time.perf_counter() - ev.t_start
+    return result
 
-    cid = req.get("candidate_id", "")
-    want = req.get("device", "auto")
+
+def _harness_error(ev: Evaluation, e: BaseException) -> ReviewResult:
+    what = "out of memory" if type(e).__name__ == "OutOfMemoryError" else "an error"
+    first = (str(e).strip().splitlines() or [""])[0][:200]
+    return failure(
+        "harness_error",
+        f"the reviewer itself hit {what} ({type(e).__name__}: {first})",
+        _detail(e),
+        ev.cid,
+        **{**ev.common, "low_memory": ev.low_memory},
+    )
+
+
+def _setup(ev: Evaluation) -> None:
+    """Choose the device (the interpreter flag is set before triton is first imported)."""
+    want = ev.req.get("device", "auto")
     if want == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
     import torch
 
-    use_cuda = want != "cpu" and torch.cuda.is_available()
-    if use_cuda:
+    ev.use_cuda = want != "cpu" and torch.cuda.is_available()
+    if ev.use_cuda:
         os.environ.pop("TRITON_INTERPRET", None)  # inherited from a CPU test session: kernels must compile
     else:
         os.environ["TRITON_INTERPRET"] = "1"
-    device = "cuda" if use_cuda else "cpu"
-    gpu = torch.cuda.get_device_name(0) if use_cuda else ""
-    label = f"cuda:0 ({gpu})" if use_cuda else "cpu (triton interpreter)"
-    phase("start")
+    ev.device = "cuda" if ev.use_cuda else "cpu"
+    ev.gpu = torch.cuda.get_device_name(0) if ev.use_cuda else ""
+    ev.label = f"cuda:0 ({ev.gpu})" if ev.use_cuda else "cpu (triton interpreter)"
+    ev.common = {"device": ev.label}
+    ev.phase("start")
 
-    from .static_check import check_source, label_tf32
+
+def _load(ev: Evaluation) -> ReviewResult | None:
+    """The task module, the static checks and the candidate's import."""
+    from .static_check import check_source
     from .taskfile import TaskFileError, load_task_module
 
     try:
-        task = load_task_module(req["task_path"], cpu=not use_cuda, name="kernelskill_reference")
+        ev.task = load_task_module(ev.req["task_path"], cpu=not ev.use_cuda, name="kernelskill_reference")
     except TaskFileError as e:
-        return failure("invalid_task", str(e), candidate_id=cid, device=label)
-    cand_file = str(Path(req["candidate_path"]).resolve())
-    source = Path(cand_file).read_text()
-    static = check_source(source, Path(req["task_path"]).read_text())
-    # The lists are the static report's own: labels and warnings added during the review land in both.
-    common: dict[str, Any] = {"device": label, "labels": static.labels, "warnings": static.warnings}
-    phase("static_check")  # with the task module's import; "load" below is the candidate's import
-
-    def fail(status: Any, exc: BaseException, **extra: Any) -> ReviewResult:
-        return failure(status, _digest(exc, cand_file), _detail(exc), cid, **{**common, **extra})
-
-    if not static.ok:
-        return failure(
-            "rejected", "static check: " + static.strict[0], "\n".join(static.strict), cid, compiled=True, **common
-        )
-    sys.path.insert(0, str(Path(cand_file).parent))
-    try:
-        module = _import_candidate(cand_file)
-    except BaseException as e:  # noqa: BLE001 - SyntaxError, NameError, SystemExit...
-        return fail("compile_error", e)
-    if not hasattr(module, "ModelNew"):
-        return failure("compile_error", "candidate defines no class ModelNew", "", cid, **common)
-    phase("load")
-
-    seed = int(req.get("seed", 42))
-    init_inputs = task.get_init_inputs()
-    try:
-        torch.manual_seed(seed)
-        with torch.device(device):
-            ref = task.Model(*init_inputs).to(device).eval()
-    except Exception as e:
-        return failure("invalid_task", f"reference Model failed to build: {e}", "", cid, **common)
-    try:
-        torch.manual_seed(seed)
-        with torch.device(device):
-            new = module.ModelNew(*_clone(list(init_inputs))).to(device).eval()
-    except BaseException as e:  # noqa: BLE001
-        return fail("runtime_error", e)
-    run = Loaded(task, ref, new, module, device)
-
-    recorder = None
-    if not use_cuda:
-        from .compile_check import LaunchRecorder
-
-        recorder = LaunchRecorder()
-    trials = int(req.get("trials", 5))
-    atol, rtol = req.get("atol"), req.get("rtol")
-    float64_truth = bool(req.get("float64_truth", True))
-    correctness: dict[str, Any] = {"trials": 0, "atol": atol, "rtol": rtol, "seconds": {}}
-    launched: list[str] = []  # kernels launched by the first trial (CUDA)
-
-    steps: dict[str, float] = {}  # seconds per step, summed over the trials (where the time goes)
-
-    def step(name: str, t0: float) -> float:
-        now = time.perf_counter()
-        steps[name] = round(steps.get(name, 0.0) + now - t0, 4)
-        return now
-
-    def check(trial_seed: int, when: str, record: bool = False) -> ReviewResult | None:
-        t = time.perf_counter()
-        inputs = run.inputs(trial_seed)
-        if record and static.default_precision_dots and _all_fp32(inputs):
-            label_tf32(static)  # Triton's default tl.dot precision for fp32 operands is TF32
-        with torch.no_grad():
-            ref_out = ref(*_clone(inputs))
-            if use_cuda:
-                torch.cuda.synchronize()
-            t = step("inputs_and_reference", t)
-            if use_cuda:
-                poison_cuda_cache()
-                t = step("poison", t)
-            try:
-                if record and recorder is not None:
-                    with recorder:
-                        new_out = new(*_clone(inputs))
-                elif record and use_cuda:
-                    from .profiling import launched_kernels
-
-                    args = _clone(inputs)
-                    outs: list[Any] = []
-                    launched.extend(launched_kernels(lambda: outs.append(new(*args))))
-                    new_out = outs[0]
-                else:
-                    new_out = new(*_clone(inputs))
-                if use_cuda:
-                    torch.cuda.synchronize()
-            except BaseException as e:  # noqa: BLE001
-                return fail(_classify(e), e, correctness=correctness)
-        t = step("candidate_first_call" if record else "candidate", t)
-        noise: list[float] = []
-        truth = (lambda: run.truth(inputs)) if float64_truth else None  # inputs: never passed uncloned
-        reason = compare(ref_out, new_out, atol, rtol, truth=truth, noise=noise)
-        if noise:
-            correctness["float64_truth"] = correctness.get("float64_truth", 0) + 1
-            correctness["reference_noise"] = max(correctness.get("reference_noise", 0.0), *noise)
-        step("compare", t)
-        if reason:
-            return failure(
-                "wrong_output",
-                f"{when} (seed {trial_seed}): {reason}",
-                reason,
-                cid,
-                correctness=correctness,
-                compiled=True,
-                **common,
-            )
+        return failure("invalid_task", str(e), candidate_id=ev.cid, device=ev.label)
+    if ev.req.get("probe"):
         return None
-
-    for trial in range(trials):
-        bad = check(seed + 1000 * (trial + 1), f"trial {trial}", record=trial == 0)
-        if bad:
-            return bad
-        correctness["trials"] = trial + 1
-    correctness["seconds"] = dict(steps)
-    if correctness.get("float64_truth"):
-        static.warnings.append(
-            f"outside atol/rtol of the reference on {correctness['float64_truth']} check(s), but within "
-            f"{TRUTH_MARGIN:g}x the reference's own error (up to {correctness['reference_noise']:.3g}) of a "
-            "float64 run of the reference: accepted"
-        )
-    phase("correctness")
-
-    if recorder is not None and not recorder.launches and static.kernels and "__global__" not in source:
+    ev.cand_file = str(Path(ev.req["candidate_path"]).resolve())
+    ev.source = Path(ev.cand_file).read_text()
+    ev.static = check_source(ev.source, Path(ev.req["task_path"]).read_text())
+    # The lists are the static report's own: labels and warnings added during the review land in both.
+    ev.common.update(labels=ev.static.labels, warnings=ev.static.warnings)
+    ev.phase("static_check")  # with the task module's import; "load" below is the candidate's import
+    if not ev.static.ok:
         return failure(
             "rejected",
-            "no Triton kernel ran during forward: the output came from PyTorch or a dead code path",
-            "",
-            cid,
+            "static check: " + ev.static.strict[0],
+            "\n".join(ev.static.strict),
+            ev.cid,
             compiled=True,
-            correctness=correctness,
-            **common,
+            **ev.common,
         )
-    if use_cuda:  # which kernels ran was recorded during the first trial
-        own = set(static.kernel_names)
-        if own and "__global__" not in source and not any(any(n.startswith(k) for k in own) for n in launched):
-            return failure(
-                "rejected",
-                f"none of the candidate's kernels ({', '.join(sorted(own))}) ran during forward",
-                "kernels launched: " + ", ".join(sorted(set(launched))[:20]),
-                cid,
-                compiled=True,
-                correctness=correctness,
-                **common,
-            )
-    compile_info: dict[str, Any] = {}
-    if recorder is not None:
-        from .compile_check import check_in_subprocess
+    sys.path.insert(0, str(Path(ev.cand_file).parent))
+    try:
+        ev.module = _import_candidate(ev.cand_file)
+    except BaseException as e:  # noqa: BLE001 - SyntaxError, NameError, SystemExit...
+        return ev.fail("compile_error", e)
+    if not hasattr(ev.module, "ModelNew"):
+        return failure("compile_error", "candidate defines no class ModelNew", "", ev.cid, **ev.common)
+    ev.phase("load")
+    return None
 
-        errors = check_in_subprocess(list(recorder.launches.values()))
-        compile_info = {"target": "sm_90", "kernels": len(recorder.launches), "errors": errors}
-        if errors:
-            first = errors[0]
-            msg = first["error"].strip().splitlines()
-            digest = f"sm_90 compile of kernel {first['kernel']} failed: {msg[-1] if msg else ''}"
-            return failure(
-                "compile_error",
-                digest[:400] + " (the interpreter accepted it; a real GPU compile does not)",
-                first["error"],
-                cid,
-                compile_check=compile_info,
-                **common,
-            )
-        phase("compile_check")
 
-    result = ReviewResult(
+def _reference_phase(ev: Evaluation) -> None:
+    """Build the reference and run it on the first trial's inputs: the task must be usable.
+
+    Raises :class:`TaskError` when the reference fails to build, raises, does not fit in memory or
+    returns NaN / inf; keeps the inputs and output for trial 0, and the forward's peak memory.
+    """
+    import torch
+
+    from .correctness import flatten
+
+    try:
+        torch.manual_seed(ev.seed)
+        with torch.device(ev.device):
+            ev.ref = ev.task.Model(*ev.task.get_init_inputs()).to(ev.device).eval()
+        inputs = ev.inputs(ev.seed + 1000)
+        if ev.use_cuda:
+            torch.cuda.synchronize()
+            base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+        t0 = time.perf_counter()
+        out = ev.reference(inputs)
+        ev.reference_s = time.perf_counter() - t0
+        if ev.use_cuda:
+            ev.reference_bytes = max(0, torch.cuda.max_memory_allocated() - base)
+    except torch.OutOfMemoryError as e:
+        raise TaskError(
+            f"the reference does not fit in memory on {ev.label} with its first inputs: {str(e).splitlines()[0][:200]}"
+        ) from e
+    except TaskError:
+        raise
+    except Exception as e:
+        raise TaskError(f"the reference failed on its first inputs: {type(e).__name__}: {str(e).strip()[:300]}") from e
+    for i, o in enumerate(flatten(out)):
+        if isinstance(o, torch.Tensor) and o.is_floating_point() and not bool(torch.isfinite(o).all()):
+            what = "NaN" if bool(torch.isnan(o).any()) else "inf"
+            raise TaskError(
+                f"the reference returns {what} (output {i}) on its first inputs: nothing to compare against"
+            )
+    ev.first = (inputs, out)
+    ev.phase("reference")
+
+
+def _probe_result(ev: Evaluation) -> ReviewResult:
+    """A probe's answer: the task is usable; its reference's peak memory and first-call time."""
+    return ReviewResult(
         status="correct",
-        candidate_id=cid,
+        candidate_id=ev.cid,
         correct=True,
         compiled=True,
         error_digest="",
         error_detail="",
-        timing_kind="cuda_events" if use_cuda else "interpreter",
+        device=ev.label,
+        metrics={"reference_bytes": float(ev.reference_bytes), "reference_s": round(ev.reference_s, 4)},
+        phases=ev.phases,
+    )
+
+
+def _build_candidate(ev: Evaluation) -> ReviewResult | None:
+    """``ModelNew`` under the reference's seed, on the device."""
+    import torch
+
+    try:
+        torch.manual_seed(ev.seed)
+        with torch.device(ev.device):
+            ev.new = ev.module.ModelNew(*_clone(list(ev.task.get_init_inputs()))).to(ev.device).eval()
+    except BaseException as e:  # noqa: BLE001
+        return ev.fail("runtime_error", e)
+    if not ev.use_cuda:
+        from .compile_check import LaunchRecorder
+
+        ev.recorder = LaunchRecorder()
+    return None
+
+
+def _check(ev: Evaluation, trial_seed: int, when: str, record: bool = False) -> ReviewResult | None:
+    """One correctness check on fresh inputs (trial 0 reuses the reference phase's run)."""
+    import torch
+
+    from .correctness import compare
+    from .static_check import label_tf32
+
+    t = time.perf_counter()
+    if ev.first is not None:
+        (inputs, ref_out), ev.first = ev.first, None
+    else:
+        inputs = ev.inputs(trial_seed)
+        ref_out = ev.reference(inputs)
+    if record and ev.static.default_precision_dots and _all_fp32(inputs):
+        label_tf32(ev.static)  # Triton's default tl.dot precision for fp32 operands is TF32
+    if ev.low_memory and ev.use_cuda:  # the reference's output waits on the host while the candidate runs
+        ref_out = _to(ref_out, "cpu")
+        torch.cuda.empty_cache()
+    t = ev.step("inputs_and_reference", t)
+    if ev.use_cuda:
+        poison_cuda_cache(1 << 30 if ev.low_memory else 8 << 30)
+        t = ev.step("poison", t)
+    try:
+        with torch.no_grad():
+            new_out = _call_candidate(ev, inputs, record)
+        if ev.use_cuda:
+            torch.cuda.synchronize()
+    except BaseException as e:  # noqa: BLE001
+        return ev.fail(_classify(e), e, correctness=ev.correctness)
+    t = ev.step("candidate_first_call" if record else "candidate", t)
+    noise: list[float] = []
+    notes: list[str] = []
+    truth = (lambda: ev.truth(inputs)) if ev.req.get("float64_truth", True) else None
+    if ev.use_cuda:
+        held = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+    reason = compare(
+        ref_out, new_out, ev.req.get("atol"), ev.req.get("rtol"), truth, noise, notes, low_memory=ev.low_memory
+    )
+    if ev.use_cuda:  # the comparison's own device memory (a float64 run of the reference included)
+        extra = torch.cuda.max_memory_allocated() - held
+        ev.correctness["compare_extra_bytes"] = max(ev.correctness.get("compare_extra_bytes", 0), extra)
+    if noise:
+        ev.correctness["float64_truth"] = ev.correctness.get("float64_truth", 0) + 1
+        ev.correctness["reference_noise"] = max(ev.correctness.get("reference_noise", 0.0), *noise)
+    for note in notes:
+        if note not in ev.static.warnings:
+            ev.static.warnings.append(note)
+    ev.step("compare", t)
+    if reason:
+        return failure(
+            "wrong_output",
+            f"{when} (seed {trial_seed}): {reason}",
+            reason,
+            ev.cid,
+            correctness=ev.correctness,
+            compiled=True,
+            **ev.common,
+        )
+    return None
+
+
+def _call_candidate(ev: Evaluation, inputs: list[Any], record: bool) -> Any:
+    """The candidate on a copy of ``inputs``; on ``record``, which kernels it launched."""
+    if record and ev.recorder is not None:
+        with ev.recorder:
+            return ev.new(*_clone(inputs))
+    if record and ev.use_cuda:
+        from .profiling import launched_kernels
+
+        args = _clone(inputs)
+        outs: list[Any] = []
+        ev.launched.extend(launched_kernels(lambda: outs.append(ev.new(*args))))
+        return outs[0]
+    return ev.new(*_clone(inputs))
+
+
+def _correctness(ev: Evaluation) -> ReviewResult | None:
+    """``trials`` checks on freshly seeded inputs."""
+    from .correctness import TRUTH_MARGIN
+
+    trials = int(ev.req.get("trials", 5))
+    for trial in range(trials):
+        bad = _check(ev, ev.seed + 1000 * (trial + 1), f"trial {trial}", record=trial == 0)
+        if bad:
+            return bad
+        ev.correctness["trials"] = trial + 1
+    ev.correctness["seconds"] = dict(ev.steps)
+    if ev.correctness.get("float64_truth"):
+        ev.static.warnings.append(
+            f"outside atol/rtol of the reference on {ev.correctness['float64_truth']} check(s), but within "
+            f"{TRUTH_MARGIN:g}x the reference's own error (up to {ev.correctness['reference_noise']:.3g}) of a "
+            "float64 run of the reference: accepted"
+        )
+    ev.phase("correctness")
+    return None
+
+
+def _kernels_ran(ev: Evaluation) -> ReviewResult | None:
+    """The candidate's own kernels ran during forward (recorded on the first trial)."""
+    rejected = dict(compiled=True, correctness=ev.correctness, **ev.common)
+    if ev.recorder is not None:
+        if not ev.recorder.launches and ev.static.kernels and "__global__" not in ev.source:
+            return failure(
+                "rejected",
+                "no Triton kernel ran during forward: the output came from PyTorch or a dead code path",
+                "",
+                ev.cid,
+                **rejected,
+            )
+        return None
+    own = set(ev.static.kernel_names)
+    if ev.use_cuda and own and "__global__" not in ev.source:
+        if not any(any(n.startswith(k) for k in own) for n in ev.launched):
+            return failure(
+                "rejected",
+                f"none of the candidate's kernels ({', '.join(sorted(own))}) ran during forward",
+                "kernels launched: " + ", ".join(sorted(set(ev.launched))[:20]),
+                ev.cid,
+                **rejected,
+            )
+    return None
+
+
+def _compile_check(ev: Evaluation) -> ReviewResult | None:
+    """On the CPU: a real ``sm_90`` compile of every kernel the interpreter launched."""
+    if ev.recorder is None:
+        return None
+    from .compile_check import check_in_subprocess
+
+    errors = check_in_subprocess(list(ev.recorder.launches.values()))
+    ev.common["compile_check"] = {"target": "sm_90", "kernels": len(ev.recorder.launches), "errors": errors}
+    ev.phase("compile_check")
+    if not errors:
+        return None
+    first = errors[0]
+    msg = first["error"].strip().splitlines()
+    digest = f"sm_90 compile of kernel {first['kernel']} failed: {msg[-1] if msg else ''}"
+    return failure(
+        "compile_error",
+        digest[:400] + " (the interpreter accepted it; a real GPU compile does not)",
+        first["error"],
+        ev.cid,
+        **ev.common,
+    )
+
+
+def _passed(ev: Evaluation) -> ReviewResult:
+    """The result of a candidate that passed every check so far (timings still to come)."""
+    labels = ev.static.labels
+    return ReviewResult(
+        status="correct",
+        candidate_id=ev.cid,
+        correct=True,
+        compiled=True,
+        error_digest="",
+        error_detail="",
+        timing_kind="cuda_events" if ev.use_cuda else "interpreter",
         compile_ms=None,
         speedup_vs_eager=None,
         speedup_vs_compile=None,
-        correctness=correctness,
-        compile_check=compile_info,
+        correctness=ev.correctness,
+        compile_check=ev.common.get("compile_check", {}),
         metrics={},
-        custom_kernel="torch_main_work" not in static.labels and "library_main_work" not in static.labels,
-        device=label,
-        labels=list(static.labels),
-        warnings=list(static.warnings),
+        custom_kernel="torch_main_work" not in labels and "library_main_work" not in labels,
+        device=ev.label,
+        labels=list(labels),
+        warnings=list(ev.static.warnings),
     )
-    timing_inputs = run.inputs(seed + 7)
-    if use_cuda:
-        _time_on_gpu(req, run, timing_inputs, result, gpu, phase)
-    else:
-        from .timing import time_interpreter
 
-        with torch.no_grad():
-            t_new = time_interpreter(lambda: new(*timing_inputs), runs=int(req.get("cpu_time_runs", 1)))
-            t_ref = time_interpreter(lambda: ref(*timing_inputs), runs=int(req.get("cpu_time_runs", 1)))
-        result["runtime_ms"], result["eager_ms"] = t_new["median_ms"], t_ref["median_ms"]
-        result["timing"] = {"candidate": t_new, "eager": t_ref}
-        phase("timing")
 
-    # After timing: new inputs again, so an answer cached from earlier calls (or state kept across
-    # calls) shows up as a mismatch.
-    bad = check(seed + 999_983, "re-check after timing with new inputs (cached or stateful output?)")
-    if bad:
-        return bad
-    phase("recheck")
-    if use_cuda:
-        _profile_on_gpu(req, run, timing_inputs, result, gpu, launched)
-        phase("profile")
-    result["phases"] = phases
-    result["wall_s"] = time.perf_counter() - t_start
-    return result
+def _timing(ev: Evaluation, result: ReviewResult) -> None:
+    """CUDA-event timings (GPU) or interpreter timings (CPU) of the candidate and the reference."""
+    import torch
+
+    inputs = ev.timing_inputs = ev.inputs(ev.seed + 7)
+    if ev.use_cuda:
+        _time_on_gpu(ev.req, ev, inputs, result, ev.gpu, ev.phase)
+        return
+    from .timing import time_interpreter
+
+    runs = int(ev.req.get("cpu_time_runs", 1))
+    with torch.no_grad():
+        t_new = time_interpreter(lambda: ev.new(*inputs), runs=runs)
+        t_ref = time_interpreter(lambda: ev.ref(*inputs), runs=runs)
+    result["runtime_ms"], result["eager_ms"] = t_new["median_ms"], t_ref["median_ms"]
+    result["timing"] = {"candidate": t_new, "eager": t_ref}
+    ev.phase("timing")
+
+
+def _recheck(ev: Evaluation) -> ReviewResult | None:
+    """New inputs again after timing: an answer cached from earlier calls (or state kept) shows up."""
+    bad = _check(ev, ev.seed + 999_983, "re-check after timing with new inputs (cached or stateful output?)")
+    if bad is None:
+        ev.phase("recheck")
+    return bad
 
 
 def _time_on_gpu(
-    req: dict[str, Any], run: Loaded, inputs: list[Any], result: ReviewResult, gpu: str, phase: Any
+    req: dict[str, Any], run: Evaluation, inputs: list[Any], result: ReviewResult, gpu: str, phase: Any
 ) -> None:
     """CUDA-event timings of the candidate and the (cached) eager / torch.compile baselines."""
     import torch
@@ -541,7 +634,7 @@ def _time_on_gpu(
 
 
 def _profile_on_gpu(
-    req: dict[str, Any], run: Loaded, inputs: list[Any], result: ReviewResult, gpu: str, launched: list[str]
+    req: dict[str, Any], run: Evaluation, inputs: list[Any], result: ReviewResult, gpu: str, launched: list[str]
 ) -> None:
     """Resource usage, launch counts, speed-of-light signals and (optionally) ncu metrics."""
     import torch

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
+from kernelskill.runner.correctness import TRUTH_MARGIN, compare, reference_noise
 from kernelskill.runner.sandbox import run_review
-from kernelskill.runner.worker import TRUTH_MARGIN, compare, reference_noise
 
 from conftest import FIXTURES
 
