@@ -234,7 +234,7 @@ def test_an_eval_counts_an_unusable_task_as_an_error(tmp_path):
     from kernelskill.evals.metrics import task_row
     from kernelskill.evals.suite import REPORT, TaskSpec
 
-    report = {"task_error": "the reference raised RuntimeError: shapes", "stop_reason": "the reference task is unusable"}
+    report = {"task_error": "the reference raised RuntimeError: shapes", "stop_reason": "the task is unusable"}
     (tmp_path / REPORT).write_text(json.dumps({**report, "best_review": None, "trajectory": []}))
     row = task_row(TaskSpec(2, FIXTURES / "tasks" / "raising_reference.py"), tmp_path)
     assert row["status"] == "error" and "unusable task: the reference raised" in row["reason"]
