@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 ROLES = ("generator", "diagnoser", "planner", "optimizer")
+CHOICES = {"structured_output": ("auto", "on", "off")}  # fields with a closed set of values
 
 
 def _env(name: str, default: Any) -> Any:
@@ -63,6 +64,20 @@ class Context:
         metadata={"description": "Retries of a model call on rate limits (429), 5xx and connection errors (backoff)."},
     )
     request_timeout_s: float = field(default=300.0, metadata={"description": "Time limit of one model call (s)."})
+    max_completion_tokens: int = field(
+        default=16384,
+        metadata={
+            "description": "Completion limit sent with every model call (0 = the server's own); a reply cut "
+            "there is reported as truncated."
+        },
+    )
+    structured_output: str = field(
+        default="auto",
+        metadata={
+            "description": "auto: structured verdicts where the endpoint supports them, plain text otherwise or when a "
+            "reply does not parse; on: as auto, but a server refusing response_format is an error; off: plain text."
+        },
+    )
     preflight: bool = field(
         default=True,
         metadata={"description": "Check the endpoint, key and models with one cheap request before the run."},
@@ -161,6 +176,9 @@ class Context:
             default = f.default if f.default is not MISSING else None
             if getattr(self, f.name) == default:
                 setattr(self, f.name, _env(f.name, default))
+        for name, allowed in CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
 
     def role_model(self, role: str) -> str:
         """The model name for ``role`` (its own override, else the shared one)."""

@@ -21,6 +21,7 @@ class Task(TypedDict):
     name: str
     path: str
     source: str
+    probe: NotRequired[dict[str, Any]]  # the reference run once on the review device: shapes, dtypes, device
 
 
 class Candidate(TypedDict):
@@ -33,6 +34,7 @@ class Candidate(TypedDict):
     round: int
     note: str  # the plan or repair that produced it, one line
     verdict: NotRequired[dict[str, Any]]  # the diagnoser's verdict (root_cause, evidence, fix_plan)
+    partial: NotRequired[str]  # the code of a model reply cut off at the completion limit (no source)
 
 
 class Plan(TypedDict):

@@ -55,9 +55,15 @@ def _run(run: Any, resume: bool) -> None:
     try:
         state = execute(run, resume=resume, progress=progress)
     except Exception as e:  # endpoint down, bad key, ...: the checkpoint keeps the finished nodes
+        from kernelskill.nodes.llm import ModelUnavailable
+
         progress.close()
-        console.print(f"[red]run stopped:[/] {type(e).__name__}: {e}")
-        console.print(f"fix the cause, then: kernelskill resume {run.thread_id}")
+        if isinstance(e, ModelUnavailable):
+            console.print(f"[yellow]run paused:[/] {e}")
+            console.print(f"the finished steps are kept; when the endpoint is back: kernelskill resume {run.thread_id}")
+        else:
+            console.print(f"[red]run stopped:[/] {type(e).__name__}: {e}")
+            console.print(f"fix the cause, then: kernelskill resume {run.thread_id}")
         raise typer.Exit(1) from None
     finally:
         progress.close()

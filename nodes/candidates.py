@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from kernelskill.graph.context import Context
 from kernelskill.graph.state import Candidate, Origin, State
+
+from .codeblock import extract_code, truncated_code
 
 
 def make_candidate(state: State, source: str, origin: Origin, parent_id: str | None, rnd: int, note: str) -> Candidate:
@@ -23,3 +26,21 @@ def run_dir(ctx: Context) -> Path:
         path = Path(tempfile.gettempdir()) / "kernelskill-studio"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def candidate_from_reply(
+    state: State, reply: str, usage: dict[str, Any], origin: Origin, parent_id: str | None, rnd: int, note: str
+) -> Candidate:
+    """A candidate from a model reply: its code, or none and why (``note`` when the code is fine).
+
+    A reply cut at the completion limit (``usage["truncated"]``, from the finish reason) has no
+    source; its note says "truncated" and its partial code is kept for the diagnoser.
+    """
+    if usage.get("truncated"):
+        partial = truncated_code(reply) or extract_code(reply)[0] or reply[-4000:]
+        why = f"truncated: the reply was cut at the completion limit (finish reason {usage.get('finish_reason')})"
+        cand = make_candidate(state, "", origin, parent_id, rnd, why)
+        cand["partial"] = partial[-8000:]
+        return cand
+    source, problem = extract_code(reply)
+    return make_candidate(state, source, origin, parent_id, rnd, problem or note)

@@ -8,6 +8,7 @@ adds its K blocks in sequence.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -18,9 +19,10 @@ from kernelskill.graph.state import Candidate, State
 from kernelskill.runner.accumulation import compensated
 from kernelskill.skills_kb.retrieve import cards_text, retrieve
 
-from .candidates import make_candidate
+from .candidates import candidate_from_reply, make_candidate
 from .llm import ask_verdict, call_index
 from .prompting import render
+from .target import io_text, target_text
 from .verdicts import DiagnoserVerdict, diagnoser_code, diagnoser_from_text
 
 
@@ -31,7 +33,7 @@ def diagnoser(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         return offline_repair(state)
     cand, review = state["current"], state["review"]
     repair = state.get("repairs", 0) + 1
-    cards = retrieve(f"fix {review['status']}: {review.get('error_digest', '')}", k=2, db_dir=ctx.skills_db)
+    probe = state["task"].get("probe")
     system, user = render(
         "diagnoser",
         task_name=state["task"]["name"],
@@ -40,12 +42,14 @@ def diagnoser(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         max_repairs=state["budget"]["max_repairs"],
         reference=state["task"]["source"],
         candidate_id=cand["id"],
-        candidate=cand["source"] or "(no code: " + cand["note"] + ")",
+        candidate=cand["source"] or _no_code(cand),
+        target=target_text(probe),
+        io=io_text(probe),
         status=review["status"],
         error_digest=review.get("error_digest", ""),
         error_detail=(review.get("error_detail") or "")[-2500:],
         history=failure_history(state),
-        skills=cards_text(cards),
+        skills=cards_text(_relevant_cards(ctx, cand, review)),
     )
     verdict, reply, usage = ask_verdict(
         ctx, "diagnoser", system, user, DiagnoserVerdict, call_index(state, "diagnoser")
@@ -56,9 +60,29 @@ def diagnoser(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         verdict, problem = diagnoser_from_text(reply)
         source = verdict.code
     note = problem or f"repair {repair} of {cand['id']}" + (f": {verdict.root_cause}" if verdict.root_cause else "")
-    new = make_candidate(state, source, "diagnoser", cand["id"], state.get("round", 0), note[:300])
+    if usage.get("truncated"):
+        new = candidate_from_reply(state, reply, usage, "diagnoser", cand["id"], state.get("round", 0), note)
+    else:
+        new = make_candidate(state, source, "diagnoser", cand["id"], state.get("round", 0), note[:300])
     new["verdict"] = verdict.model_dump(exclude={"code"})
     return {"current": new, "candidates": [new], "repairs": repair, "tokens": [usage]}
+
+
+def _no_code(cand: Candidate) -> str:
+    """What the diagnoser sees of a candidate without code: why, and a truncated reply's partial code."""
+    text = f"(no code: {cand['note']})"
+    if cand.get("partial"):
+        text += "\n# --- the reply was truncated; its partial code follows ---\n" + cand["partial"]
+    return text
+
+
+def _relevant_cards(ctx: Context, cand: Candidate, review: dict[str, Any]) -> list[Any]:
+    """Cards retrieved from the failure and the code; none for a failure that is no code bug."""
+    if not cand["source"] or review["status"] in ("timeout", "crashed") or "environment" in review.get("labels", []):
+        return []
+    kernels = ", ".join(sorted(set(re.findall(r"\btl\.(\w+)\(", cand["source"]))))[:300]
+    query = f"{review['status']}: {review.get('error_digest', '')[:300]}; kernel uses tl.{kernels}"
+    return retrieve(query, k=2, db_dir=ctx.skills_db)
 
 
 def _offline_target(state: State) -> tuple[Candidate, str, int] | None:

@@ -16,11 +16,11 @@ from kernelskill.graph.state import Candidate, State, Task
 from kernelskill.runner.sandbox import prestart_reviewer, probe_task
 from kernelskill.skills_kb.retrieve import cards_text, retrieve
 
-from .candidates import make_candidate, run_dir
-from .codeblock import extract_code
+from .candidates import candidate_from_reply, make_candidate, run_dir
 from .compiler import SeedOutcome, compiler_seeds
 from .llm import ask, call_index
 from .prompting import render
+from .target import io_text, target_text
 
 OFFLINE_REPAIRS = 1  # one deterministic repair per candidate (compensated accumulation)
 
@@ -65,12 +65,17 @@ def _model_seeds(
         if starting_point:
             variant = f"{variant}\n\n{starting_point}".strip()
         system, user = render(
-            "generator", task_name=task["name"], reference=task["source"], skills=skills, variant=variant
+            "generator",
+            task_name=task["name"],
+            reference=task["source"],
+            skills=skills,
+            variant=variant,
+            target=target_text(task.get("probe")),
+            io=io_text(task.get("probe")),
         )
         reply, usage = ask(ctx, "generator", system, user, call_index(state, "generator") + i)
-        source, problem = extract_code(reply)
-        note = problem or ("seed from the model" if k == 1 else f"seed {i + 1} of {k} from the model")
-        seeds.append(make_candidate({"candidates": seeds}, source, "generator", None, 0, note))
+        note = "seed from the model" if k == 1 else f"seed {i + 1} of {k} from the model"
+        seeds.append(candidate_from_reply({"candidates": seeds}, reply, usage, "generator", None, 0, note))
         tokens.append(usage)
     return seeds, tokens
 
@@ -96,6 +101,8 @@ def generator(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     checked = probe_task(task["path"], run_dir(ctx) / "probe", _probe_timeout(ctx), ctx.device, ctx.seed)
     if checked["status"] == "invalid_task":  # a broken task: no candidate is written or reviewed
         return {**common, "budget": ctx.budget(), "task_error": checked["error_digest"], "current": _empty_seed("")}
+    if checked.get("probe"):
+        task["probe"] = checked["probe"]
     if engine == "offline" or (ctx.compiler_seed and on_cuda(ctx)):
         compiled = compiler_seeds(ctx, task["path"], run_dir(ctx) / "compiler")
     seeds: list[Candidate] = []

@@ -15,14 +15,14 @@ from langgraph.runtime import Runtime
 
 from kernelskill.graph.context import Context
 from kernelskill.graph.memory import trajectory_summary
-from kernelskill.graph.state import Candidate, State
+from kernelskill.graph.state import Candidate, Plan, State
 from kernelskill.skills_kb.library import default_library, render_card
 
-from .candidates import make_candidate, run_dir
-from .codeblock import extract_code
+from .candidates import candidate_from_reply, make_candidate, run_dir
 from .llm import ask, call_index
 from .prompting import render
 from .search import parent_of
+from .target import io_text, profile_text, target_text
 
 
 def optimizer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -35,11 +35,7 @@ def optimizer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     card = default_library().get(plan["skill_id"])
     if state.get("engine") == "offline":
         return _apply_transform(state, ctx, card.transform or "", best["candidate"], rnd, plan["skill_id"])
-    review = best["review"]
-    if review.get("timing_kind") == "cuda_events":
-        timing = f"{review['runtime_ms']:.4f} ms on GPU, {review.get('speedup_vs_eager') or 0:.2f}x vs eager"
-    else:
-        timing = "CPU interpreter run: correctness only, no performance signal"
+    probe = state["task"].get("probe")
     system, user = render(
         "optimizer",
         task_name=state["task"]["name"],
@@ -47,18 +43,28 @@ def optimizer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         reference=state["task"]["source"],
         candidate_id=best["candidate"]["id"],
         candidate=best["candidate"]["source"],
-        timing=timing,
+        timing=profile_text(best["review"]),
+        target=target_text(probe),
+        io=io_text(probe),
         features=json.dumps(state.get("features", {}), sort_keys=True),
         decision="\n".join(state.get("decision", {}).get("trace", [])) or "(none)",
-        skill=render_card(card, full=True) + f"\n\nWhy this skill: {plan['reason']}",
+        skill=render_card(card, full=True) + _plan_text(plan),
         history=trajectory_summary(state),
     )
     reply, usage = ask(ctx, "optimizer", system, user, call_index(state, "optimizer"))
-    source, problem = extract_code(reply)
-    new = make_candidate(
-        state, source, "optimizer", best["candidate"]["id"], rnd, problem or f"apply {plan['skill_id']}"
+    new = candidate_from_reply(
+        state, reply, usage, "optimizer", best["candidate"]["id"], rnd, f"apply {plan['skill_id']}"
     )
     return {"current": new, "candidates": [new], "round": rnd, "repairs": 0, "tokens": [usage]}
+
+
+def _plan_text(plan: Plan) -> str:
+    """Why the planner chose the skill, and (from a model-backed planner) the effect and code region it expects."""
+    lines = [f"\n\nWhy this skill: {plan['reason']}"]
+    for key, label in (("expected_effect", "Expected effect"), ("code_region", "Code region to change")):
+        if plan.get(key):
+            lines.append(f"{label}: {plan[key]}")
+    return "\n".join(lines)
 
 
 def _apply_transform(

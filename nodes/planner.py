@@ -29,6 +29,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from kernelskill.graph.context import Context
+from kernelskill.graph.modes import on_cuda
 from kernelskill.graph.state import Plan, State
 from kernelskill.skills_kb.index import open_index
 from kernelskill.skills_kb.library import default_library
@@ -44,6 +45,11 @@ from .planner_model import model_plan
 from .search import parent_of
 
 SHOWN = 5  # ranked skills named in the plan's trace
+# Skills whose method the CPU interpreter cannot run or measure: not offered there.
+NEEDS_GPU = {
+    "autotune-configs": "several @triton.autotune configs need a GPU to time",
+    "cuda-graphs": "CUDA graph capture needs CUDA",
+}
 
 
 def _why(top: Ranked) -> str:
@@ -58,8 +64,11 @@ def planner(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     metrics = parent_of(state)["review"].get("metrics", {}) or {}
     decision = decide(features, metrics)
     failed = set(state.get("failed_plans", []))
-    open_ids = [s for s in decision.allowed if s not in failed]
     trace = list(decision.trace)
+    unrunnable = {} if on_cuda(ctx) else {s: why for s, why in NEEDS_GPU.items() if s in decision.allowed}
+    if unrunnable:
+        trace.append("not runnable here (CPU interpreter): " + "; ".join(f"{s} ({w})" for s, w in unrunnable.items()))
+    open_ids = [s for s in decision.allowed if s not in failed and s not in unrunnable]
     if state.get("search_note"):
         trace.append(f"search: {state['search_note']}")
     if failed & set(decision.allowed):

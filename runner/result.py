@@ -53,6 +53,7 @@ class ReviewResult(TypedDict, total=False):
     kernels: list[dict[str, Any]]  # per compiled Triton kernel: registers, spills, shared memory
     roofline: dict[str, Any]  # bytes, FLOPs, ceilings and the speed-of-light floor
     phases: dict[str, float]  # seconds spent per evaluation phase
+    probe: dict[str, Any]  # a task probe's findings: input / output shapes and dtypes, the device
     wall_s: float
 
 

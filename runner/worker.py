@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -28,6 +29,25 @@ def _digest(exc: BaseException, candidate_file: str) -> str:
         if frame.filename == candidate_file:
             return f"{head} (candidate line {frame.lineno}: {(frame.line or '').strip()[:120]})"
     return head
+
+
+# What the CPU interpreter environment cannot do, found in an error's text: (pattern, the cause).
+ENVIRONMENT = (
+    (re.compile(r"load_inline|CUDA_HOME|nvcc|cpp_extension"), "CUDA C++ through load_inline cannot build without CUDA"),
+    (re.compile(r"active drivers"), "@triton.autotune with several configs (or do_bench) needs a GPU to time them"),
+    (re.compile(r"is_cuda|device\.type ?== ?['\"]cuda"), "the code requires CUDA tensors; the review runs CPU tensors"),
+    (
+        re.compile(
+            r"Torch not compiled with CUDA|no NVIDIA driver|CUDA driver|cuda.*not available|torch\.cuda\.", re.I
+        ),
+        "a CUDA-only API",
+    ),
+)
+
+
+def environment_cause(text: str) -> str:
+    """The environment limit behind a CPU-interpreter failure, or "" when it reads as a code bug."""
+    return next((cause for pattern, cause in ENVIRONMENT if pattern.search(text)), "")
 
 
 def _detail(exc: BaseException) -> str:
@@ -141,8 +161,14 @@ class Evaluation:
         return now
 
     def fail(self, status: Any, exc: BaseException, **extra: Any) -> ReviewResult:
-        """A failed result from a candidate's exception."""
-        return failure(status, _digest(exc, self.cand_file), _detail(exc), self.cid, **{**self.common, **extra})
+        """A failed result from a candidate's exception (on the CPU, one the environment caused says so)."""
+        digest, detail = _digest(exc, self.cand_file), _detail(exc)
+        cause = "" if self.use_cuda else environment_cause(digest + "\n" + detail)
+        if cause:
+            if "environment" not in self.static.labels:
+                self.static.labels.append("environment")
+            digest = f"environment (CPU interpreter): {cause}; the candidate's error: {digest}"
+        return failure(status, digest, detail, self.cid, **{**self.common, **extra})
 
     def inputs(self, seed: int) -> list[Any]:
         """Fresh inputs from the task's ``get_inputs`` under ``seed``, on the device."""
@@ -363,7 +389,40 @@ def _reference_phase(ev: Evaluation) -> None:
 
 
 def _probe_result(ev: Evaluation) -> ReviewResult:
-    """A probe's answer: the task is usable; its reference's peak memory and first-call time."""
+    """A probe's answer: the task is usable.
+
+    With its reference's peak memory and first-call time, the shapes and dtypes of its inputs and
+    outputs (as reviewed here) and the device's properties (``probe``).
+    """
+    import torch
+
+    from .correctness import flatten
+
+    assert ev.first is not None
+    inputs, out = ev.first
+
+    def describe(objs: list[Any]) -> list[dict[str, Any]]:
+        return [
+            {"shape": list(o.shape), "dtype": str(o.dtype).replace("torch.", "")}
+            if isinstance(o, torch.Tensor)
+            else {"value": repr(o)[:80]}
+            for o in objs
+        ]
+
+    device: dict[str, Any] = {"name": ev.gpu or "cpu (triton interpreter)"}
+    if ev.use_cuda:
+        props = torch.cuda.get_device_properties(0)
+        device.update(
+            sms=props.multi_processor_count,
+            memory_gib=round(props.total_memory / 2**30, 1),
+            capability=f"{props.major}.{props.minor}",
+            **{
+                k: getattr(props, k)
+                for k in ("shared_memory_per_block_optin", "regs_per_multiprocessor", "L2_cache_size")
+                if hasattr(props, k)
+            },
+        )
+    ev.common["probe"] = {"inputs": describe(inputs), "outputs": describe(flatten(out)), "device": device}
     return ReviewResult(
         status="correct",
         candidate_id=ev.cid,
@@ -374,6 +433,7 @@ def _probe_result(ev: Evaluation) -> ReviewResult:
         device=ev.label,
         metrics={"reference_bytes": float(ev.reference_bytes), "reference_s": round(ev.reference_s, 4)},
         phases=ev.phases,
+        probe=ev.common["probe"],
     )
 
 

@@ -53,3 +53,11 @@ def candidate():
         return (FIXTURES / "candidates" / f"{name}.py").read_text()
 
     return read
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    """A key for the real client, and no model settings from the caller's environment."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    for var in ("KERNELSKILL_MODEL", "KERNELSKILL_BASE_URL", "KERNELSKILL_SCRIPTED"):
+        monkeypatch.delenv(var, raising=False)

@@ -1,7 +1,8 @@
 """A tiny OpenAI-compatible server on 127.0.0.1 for endpoint tests (stops by itself).
 
 ``GET /v1/models`` lists ``models``; ``POST /v1/chat/completions`` first answers the queued
-``faults`` (status codes, in order), then completions whose text ``reply(body)`` returns. Every
+``faults`` (status codes, in order), then what ``reply(body)`` returns: a completion's text, a
+``(text, finish_reason)`` pair, or an HTTP error status (int). Every
 request is logged in ``requests``. The serving thread stops at ``stop()`` or after ``lifetime_s``.
 """
 
@@ -15,11 +16,12 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 class StubOpenAI:
     def __init__(
         self,
-        reply: Callable[[dict], str],
+        reply: Callable[[dict], str | tuple[str, str] | int],
         models: tuple[str, ...] = ("stub-model",),
         faults: tuple[int, ...] = (),
         auth_status: int | None = None,
         lifetime_s: float = 120.0,
+        port: int = 0,
     ):
         self.reply, self.models, self.faults = reply, models, list(faults)
         self.auth_status = auth_status
@@ -66,7 +68,11 @@ class StubOpenAI:
                     status = stub.faults.pop(0)
                     self._send(status, {"error": {"message": f"injected {status}"}}, {"retry-after-ms": "20"})
                     return
-                text = stub.reply(body)
+                answer = stub.reply(body)
+                if isinstance(answer, int):  # an HTTP error status for this request
+                    self._send(answer, {"error": {"message": f"stub answers {answer}"}})
+                    return
+                text, finish = (answer, "stop") if isinstance(answer, str) else answer
                 self._send(
                     200,
                     {
@@ -75,13 +81,13 @@ class StubOpenAI:
                         "created": int(time.time()),
                         "model": body.get("model", ""),
                         "choices": [
-                            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
                         ],
                         "usage": {"prompt_tokens": 123, "completion_tokens": 45, "total_tokens": 168},
                     },
                 )
 
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.server = HTTPServer(("127.0.0.1", port), Handler)  # port 0: any free one
         self.server.timeout = 0.2
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
         self.thread = threading.Thread(target=self._serve, daemon=True)

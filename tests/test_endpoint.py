@@ -3,7 +3,6 @@
 import json
 import time
 
-import pytest
 from openai_stub import StubOpenAI, free_port
 from typer.testing import CliRunner
 
@@ -12,13 +11,6 @@ from kernelskill.cli import app
 from scripts_util import fenced
 
 runner = CliRunner()
-
-
-@pytest.fixture
-def clean_env(monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    for var in ("KERNELSKILL_MODEL", "KERNELSKILL_BASE_URL", "KERNELSKILL_SCRIPTED"):
-        monkeypatch.delenv(var, raising=False)
 
 
 def test_optimize_through_real_client_retries_429_and_500(tmp_path, task_path, candidate, clean_env):
