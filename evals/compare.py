@@ -34,7 +34,17 @@ def _get(block: dict[str, Any], path: tuple[str, ...]) -> Any:
 
 
 def compare_summaries(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """Per-task differences (matched by task key) and aggregate deltas (B minus A)."""
+    """Per-task differences (matched by task key) and aggregate deltas (B minus A).
+
+    Raises:
+        ValueError: when the two runs were made under different precision / kernel-origin policies.
+    """
+    pa, pb = a.get("policy") or {}, b.get("policy") or {}
+    if pa != pb:
+        raise ValueError(
+            f"the runs were made under different policies (A: {_policy(pa)}; B: {_policy(pb)}): their speedups "
+            "are not comparable; re-run one with the other's --precision / --kernels"
+        )
     rows_a = {r["key"]: r for r in a["rows"]}
     rows_b = {r["key"]: r for r in b["rows"]}
     tasks = []
@@ -58,13 +68,19 @@ def compare_summaries(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         va, vb = _get(a["overall"], path), _get(b["overall"], path)
         numeric = isinstance(va, int | float) and isinstance(vb, int | float)
         deltas[name] = {"a": va, "b": vb, "delta": vb - va if numeric else None}
-    return {"a": a["eval_dir"], "b": b["eval_dir"], "tasks": tasks, "deltas": deltas}
+    return {"a": a["eval_dir"], "b": b["eval_dir"], "policy": pa, "tasks": tasks, "deltas": deltas}
+
+
+def _policy(policy: dict[str, str]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(policy.items())) or "unstated"
 
 
 def compare_markdown(cmp: dict[str, Any]) -> str:
     """The comparison as Markdown tables."""
     lines = [
         f"# Eval comparison: A = `{cmp['a']}`, B = `{cmp['b']}`",
+        "",
+        f"Both under: {_policy(cmp.get('policy') or {})}.",
         "",
         "| task | status A | status B | speedup A | speedup B | B / A |",
         "|---|---|---|---|---|---|",

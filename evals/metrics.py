@@ -90,6 +90,7 @@ def task_row(spec: TaskSpec, run_dir: Path) -> dict[str, Any]:
         "eager_ms": None,
         "speedup_vs_eager": None,
         "speedup_vs_compile": None,
+        "speedup_vs_compile_tf32": None,
         "sol_pct": None,
         "rounds": 0,
         "curve": [],
@@ -123,6 +124,7 @@ def task_row(spec: TaskSpec, run_dir: Path) -> dict[str, Any]:
             eager_ms=review.get("eager_ms"),
             speedup_vs_eager=gpu_value(review, "speedup_vs_eager"),
             speedup_vs_compile=gpu_value(review, "speedup_vs_compile"),
+            speedup_vs_compile_tf32=gpu_value(review, "speedup_vs_compile_tf32"),
             sol_pct=metrics.get("sol_pct") if review.get("timing_kind") == GPU_TIMING else None,
             rounds=len(trajectory),
             curve=round_curve(trajectory),
@@ -162,14 +164,21 @@ def per_round(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out if any(p["tasks"] for p in out) else []
 
 
-def summarize(rows: list[dict[str, Any]], prices: dict[str, float | None] | None = None) -> dict[str, Any]:
-    """Aggregate metrics over ``rows`` (the module docstring defines each)."""
+def summarize(
+    rows: list[dict[str, Any]], prices: dict[str, float | None] | None = None, kernels: str = "custom"
+) -> dict[str, Any]:
+    """Aggregate metrics over ``rows`` (the module docstring defines each).
+
+    ``kernels`` is the kernel-origin policy the speedups are scored under: ``custom``, over the
+    custom-kernel successes; ``any``, over every correct task (library or PyTorch main work included).
+    """
     prices = prices or {}
     done = [r for r in rows if r["status"] != "pending"]
     n = len(done)
     count = {s: sum(1 for r in done if r["status"] == s) for s in STATUSES}
     successes = [r for r in done if r["status"] == "success"]
-    timed = [r for r in successes if r["speedup_vs_eager"] is not None]
+    scored = successes if kernels == "custom" else [r for r in done if r["correct"]]
+    timed = [r for r in scored if r["speedup_vs_eager"] is not None]
     interpreter_only = sum(1 for r in done if r["correct"] and r["timing_kind"] == "interpreter")
     tokens_in = sum(r["input_tokens"] for r in done)
     tokens_out = sum(r["output_tokens"] for r in done)
@@ -190,7 +199,11 @@ def summarize(rows: list[dict[str, Any]], prices: dict[str, float | None] | None
     if count["correct_not_custom"]:
         notes.append(
             f"{count['correct_not_custom']} correct task(s) do their main work in PyTorch or a library: "
-            "not successes, not in the speedups"
+            + (
+                "not custom-kernel successes, not in the speedups"
+                if kernels == "custom"
+                else "in the speedups (kernels any)"
+            )
         )
     tf32 = sum(1 for r in successes if "tf32_dot" in (r.get("labels") or []))
     if tf32:
@@ -221,6 +234,10 @@ def summarize(rows: list[dict[str, Any]], prices: dict[str, float | None] | None
         **{f"fast_{p:g}": fast(p) for p in FAST_P},
         "speedup_vs_eager": means(r["speedup_vs_eager"] for r in timed),
         "speedup_vs_compile": means(r["speedup_vs_compile"] for r in timed if r["speedup_vs_compile"] is not None),
+        "speedup_vs_compile_tf32": means(
+            r["speedup_vs_compile_tf32"] for r in timed if r.get("speedup_vs_compile_tf32")
+        ),
+        "kernels": kernels,
         "sol_pct_median": statistics.median(sol) if sol else None,
         "sol_pct_n": len(sol),
         "per_round": per_round(done),

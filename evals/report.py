@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kernelskill.graph.context import ROLES
+from kernelskill.graph.context import ROLES, policy_line
 
 from .metrics import summarize, task_row
 from .suite import EVAL_META, read_meta, specs_from_meta, write_json
@@ -46,12 +46,14 @@ def build_summary(out: Path, price_in: float | None = None, price_out: float | N
     rows = [task_row(s, out / "runs" / s.key) for s in specs]
     prices = resolve_prices(meta, price_in, price_out)
     levels = sorted({s.level for s in specs}) or list(meta.get("levels") or [])
-    overall = summarize(rows, prices)
+    policy = policy_of(meta.get("context") or {})
+    overall = summarize(rows, prices, policy["kernels"])
     return {
         "eval_dir": str(out),
         "levels": levels,
         "tasks_dir": meta.get("tasks_dir"),
         "mode": _mode(meta.get("context") or {}),
+        "policy": policy,
         "max_rounds": (meta.get("context") or {}).get("max_rounds"),
         "device": (meta.get("context") or {}).get("device"),
         "task_timeout_s": meta.get("task_timeout_s"),
@@ -60,9 +62,20 @@ def build_summary(out: Path, price_in: float | None = None, price_out: float | N
         "partial": overall["pending"] > 0,
         "tasks": overall["tasks"],
         "overall": overall,
-        "per_level": {str(lv): summarize([r for r in rows if r["level"] == lv], prices) for lv in levels},
+        "per_level": {
+            str(lv): summarize([r for r in rows if r["level"] == lv], prices, policy["kernels"]) for lv in levels
+        },
         "rows": rows,
     }
+
+
+def policy_of(ctx: dict[str, Any]) -> dict[str, str]:
+    """The comparison policies of a run's context.
+
+    Runs made before the policies existed: "unstated" precision (TF32 products were allowed against
+    fp32 baselines) and the ``custom`` kernel rule.
+    """
+    return {"precision": ctx.get("precision", "unstated"), "kernels": ctx.get("kernels", "custom")}
 
 
 def _mode(ctx: dict[str, Any]) -> str:
@@ -124,14 +137,15 @@ def _metric_lines(m: dict[str, Any]) -> list[tuple[str, str]]:
     sol = "-" if m["sol_pct_median"] is None else f"{m['sol_pct_median']:.1f} (n={m['sol_pct_n']})"
     return [
         ("tasks finished", f"{m['finished']} of {m['tasks']}"),
-        ("success (correct custom kernel)", _count_rate(m["success"], m["success_rate"])),
+        ("custom-kernel success", _count_rate(m["success"], m["success_rate"])),
         ("correct (any)", _count_rate(m["correct"], m["correctness_rate"])),
         ("correct, main work not custom", str(m["correct_not_custom"])),
         ("failed / errors / timeouts", f"{m['failed']} / {m['error']} / {m['timeout']}"),
-        ("GPU-timed successes", str(m["gpu_timed"])),
+        (f"GPU-timed, scored (kernels {m['kernels']})", str(m["gpu_timed"])),
         ("fast_0 / fast_1 / fast_2", " / ".join(fmt(m[f"fast_{p}"]) for p in (0, 1, 2))),
         ("speedup vs eager, arith / geo mean", _speedup(m, "speedup_vs_eager")),
         ("speedup vs torch.compile, arith / geo mean", _speedup(m, "speedup_vs_compile")),
+        ("vs torch.compile with TF32 matmuls (context)", _speedup(m, "speedup_vs_compile_tf32")),
         ("median % of speed-of-light", sol),
         ("tokens in / out", f"{m['input_tokens']} / {m['output_tokens']}"),
         ("estimated cost", cost),
@@ -153,6 +167,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         f"- mode: {summary['mode']}; rounds {fmt(summary['max_rounds'])}; device {fmt(summary['device'])}; "
         f"per-task limit {fmt(summary['task_timeout_s'], 0)} s; eval wall time {summary['elapsed_s'] / 60:.1f} min "
         "(all sessions)",
+        f"- policies: {policy_line(summary['policy'])}",
     ]
     if summary["partial"]:
         lines.append(

@@ -201,6 +201,7 @@ def context_flags(ctx: Context) -> list[str]:
     if ctx.model:
         flags += ["--model", ctx.model]
     flags += ["--rounds", str(ctx.max_rounds), "--device", ctx.device, "--engine", ctx.engine]
+    flags += ["--precision", ctx.precision, "--kernels", ctx.kernels]
     return flags
 
 

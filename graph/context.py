@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 ROLES = ("generator", "diagnoser", "planner", "optimizer")
-CHOICES = {"structured_output": ("auto", "on", "off")}  # fields with a closed set of values
+# fields with a closed set of values
+CHOICES = {"structured_output": ("auto", "on", "off"), "precision": ("fp32", "tf32"), "kernels": ("any", "custom")}
 
 
 def _env(name: str, default: Any) -> Any:
@@ -117,6 +118,21 @@ class Context:
     seed_timeout_s: float = field(
         default=600.0, metadata={"description": "Time limit of one compiler-seed capture (TorchInductor compile)."}
     )
+    precision: str = field(
+        default="fp32",
+        metadata={
+            "description": "fp32: every fp32 product fp32-accurate (ieee, tf32x3), single-pass TF32 only where the "
+            "reference itself uses it under PyTorch's defaults (cuDNN convolutions), baselines at PyTorch's "
+            "defaults; tf32: TF32 products allowed everywhere, reference and baselines with TF32 matmuls allowed."
+        },
+    )
+    kernels: str = field(
+        default="any",
+        metadata={
+            "description": "any: the fastest correct candidate wins (library or PyTorch main work keeps its label); "
+            "custom: a candidate whose main work runs in its own kernels always beats one that does not."
+        },
+    )
     max_rounds: int = field(default=3, metadata={"description": "Optimization rounds after the seed round."})
     max_repairs: int = field(
         default=3, metadata={"description": "Repair attempts per candidate before it is abandoned."}
@@ -192,6 +208,10 @@ class Context:
         """True when a model endpoint, a scripted model or a replay cassette is configured."""
         return bool(self.scripted or self.replay or self.model or any(self.role_model(r) for r in ROLES))
 
+    def policy(self) -> dict[str, str]:
+        """The run's comparison policies, stated in every report and summary."""
+        return {"precision": self.precision, "kernels": self.kernels}
+
     def budget(self) -> dict[str, Any]:
         """The limits the routers read, for ``state["budget"]``."""
         return {
@@ -222,3 +242,16 @@ def load_context(config_path: str | Path | None = None, **overrides: Any) -> Con
         values.update(data)
     values.update({k: v for k, v in overrides.items() if v is not None})
     return Context(**values)
+
+
+def policy_line(policy: dict[str, str]) -> str:
+    """One line stating both policies, for every report."""
+    precision = {
+        "fp32": "fp32 (fp32-accurate products; TF32 only where the reference uses it; baselines at PyTorch's defaults)",
+        "tf32": "tf32 (TF32 products allowed; eager and torch.compile timed with TF32 matmuls allowed)",
+    }.get(policy["precision"], f"{policy['precision']} (TF32 products allowed, baselines fp32)")
+    kernels = {
+        "any": "any (the fastest correct candidate; library / PyTorch main work counts, with its label)",
+        "custom": "custom (only candidates whose main work runs in their own kernels are scored)",
+    }.get(policy["kernels"], policy["kernels"])
+    return f"precision {precision}; kernels {kernels}"

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from kernelskill.cli_common import check_endpoint, check_mode, console
+from kernelskill.cli_common import Kernels, Precision, check_endpoint, check_mode, console, context_or_exit
 
 app = typer.Typer(help="Turn a PyTorch module into verified, faster Triton kernels.", no_args_is_help=True)
 
@@ -109,9 +109,10 @@ def optimize(
     replay: Annotated[
         str | None, typer.Option(help="Replay model calls from this cassette file (no endpoint is called).")
     ] = None,
+    precision: Precision = None,
+    kernels: Kernels = None,
 ) -> None:
     """Optimize one task; prints the thread id, progress and the final report."""
-    from kernelskill.graph.context import load_context
     from kernelskill.runner.taskfile import TaskFileError, load_task_module
     from kernelskill.runs import new_run
 
@@ -123,8 +124,10 @@ def optimize(
     except TaskFileError as e:
         console.print(f"[red]unusable task file:[/] {e}")
         raise typer.Exit(2) from None
-    ctx = load_context(
+    ctx = context_or_exit(
         config,
+        precision=precision,
+        kernels=kernels,
         model=model,
         base_url=base_url,
         scripted=scripted,
@@ -180,6 +183,7 @@ def review(
             help="atol/rtol against the reference only: no second check against a float64 run of the reference.",
         ),
     ] = False,
+    precision: Precision = None,
 ) -> None:
     """Review one candidate: exit 0 when it passes, 1 when rejected, 2 on unusable arguments."""
     import tempfile
@@ -201,6 +205,7 @@ def review(
             trials=trials,
             float64_truth=not strict_tolerance,
             ncu=ncu,
+            precision=context_or_exit(precision=precision).precision,
         )
     if result["status"] == "invalid_task":
         console.print(f"[red]unusable task:[/] {result['error_digest']}")

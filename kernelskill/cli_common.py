@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -50,3 +51,24 @@ def check_endpoint(ctx: Any) -> None:
         raise typer.Exit(2) from None
     if models:
         console.print(f"endpoint ok: {ctx.base_url or 'OpenAI'} serves {', '.join(models)}")
+
+
+Precision = Annotated[
+    str | None,
+    typer.Option(help="fp32 (default: fp32-accurate products, TF32 only where the reference uses it) | tf32."),
+]
+Kernels = Annotated[
+    str | None,
+    typer.Option(help="any (default: the fastest correct candidate wins) | custom (own kernels preferred)."),
+]
+
+
+def context_or_exit(config: Path | None = None, **values: Any) -> Any:
+    """:func:`load_context`, or exit 2 with the configuration error in one sentence."""
+    from kernelskill.graph.context import load_context
+
+    try:
+        return load_context(config, **values)
+    except (ValueError, TypeError) as e:
+        console.print(f"[red]configuration: {e}[/]")
+        raise typer.Exit(2) from None

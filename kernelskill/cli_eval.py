@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kernelskill.cli_common import check_endpoint, check_mode, console
+from kernelskill.cli_common import Kernels, Precision, check_endpoint, check_mode, console, context_or_exit
 
 eval_app = typer.Typer(
     help="Run the optimizer over a task suite (resumable) and summarize; `report` and `compare` read eval runs.",
@@ -58,20 +58,29 @@ def eval_cmd(
             "their previous runs move to superseded/ in the eval directory."
         ),
     ] = "",
+    precision: Precision = None,
+    kernels: Kernels = None,
 ) -> None:
     """Run the optimizer over a task suite and summarize (resumable: `--out DIR` again skips finished tasks)."""
     if typer_ctx.invoked_subcommand is not None:
         return
     from kernelskill.evals.runner import run_eval
     from kernelskill.evals.suite import parse_levels
-    from kernelskill.graph.context import load_context
 
     try:
         levels = parse_levels(level)
     except ValueError as e:
         console.print(f"[red]--level: {e}[/]")
         raise typer.Exit(2) from None
-    ctx = load_context(None, scripted=scripted, model=model, max_rounds=rounds, device=device, engine=engine)
+    ctx = context_or_exit(
+        scripted=scripted,
+        model=model,
+        max_rounds=rounds,
+        device=device,
+        engine=engine,
+        precision=precision,
+        kernels=kernels,
+    )
     check_mode(ctx)
     check_endpoint(ctx)
     try:
@@ -130,4 +139,9 @@ def compare_cmd(
     except EvalDirError as e:
         console.print(f"[red]{e}[/]")
         raise typer.Exit(2) from None
-    console.print(compare_markdown(compare_summaries(a, b)), markup=False)
+    try:
+        cmp = compare_summaries(a, b)
+    except ValueError as e:
+        console.print(f"[red]{e}[/]")
+        raise typer.Exit(2) from None
+    console.print(compare_markdown(cmp), markup=False)

@@ -6,6 +6,7 @@ import json
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from kernelskill.graph.context import policy_line
 from kernelskill.graph.state import State
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ def build_report(run: Run, state: State) -> dict[str, Any]:
         "thread_id": run.thread_id,
         "task": state.get("task", {}).get("path", run.task_path),
         "mode": mode_label(run.context, state.get("engine")),
+        "policy": run.context.policy(),
         "stop_reason": state.get("stop_reason", "(not finished)"),
         "task_error": state.get("task_error") or None,
         "budget": state.get("budget", {}),
@@ -81,6 +83,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         f"- task: `{report['task']}`",
         f"- mode: {report['mode']}",
+        f"- policies: {policy_line(report['policy'])}" if report.get("policy") else "- policies: unstated",
         f"- stop reason: {report['stop_reason']}",
         f"- candidates reviewed: {len(report['attempts'])}",
     ]
@@ -90,7 +93,15 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines.append(
                 f"- best runtime: {r['runtime_ms']:.4f} ms; eager {r.get('eager_ms') or 0:.4f} ms; "
                 f"speedup vs eager {r.get('speedup_vs_eager') or 0:.3f}x"
+                + (f"; vs torch.compile {r['speedup_vs_compile']:.3f}x" if r.get("speedup_vs_compile") else "")
+                + (
+                    f"; vs torch.compile with TF32 matmuls {r['speedup_vs_compile_tf32']:.3f}x (context)"
+                    if r.get("speedup_vs_compile_tf32")
+                    else ""
+                )
             )
+        if r.get("labels"):
+            lines.append(f"- labels of the best: {', '.join(r['labels'])}")
         else:
             lines.append("- timings are Triton CPU-interpreter timings: correctness only, never a speedup")
     else:

@@ -22,7 +22,7 @@ from kernelskill.skills_kb.retrieve import cards_text, retrieve
 from .candidates import candidate_from_reply, make_candidate
 from .llm import ask_verdict, call_index
 from .prompting import render
-from .target import io_text, target_text
+from .target import io_text, where_text
 from .verdicts import DiagnoserVerdict, diagnoser_code, diagnoser_from_text
 
 
@@ -43,7 +43,7 @@ def diagnoser(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         reference=state["task"]["source"],
         candidate_id=cand["id"],
         candidate=cand["source"] or _no_code(cand),
-        target=target_text(probe),
+        target=where_text(ctx.precision, state["task"]),
         io=io_text(probe),
         status=review["status"],
         error_digest=review.get("error_digest", ""),

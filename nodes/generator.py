@@ -20,7 +20,7 @@ from .candidates import candidate_from_reply, make_candidate, run_dir
 from .compiler import SeedOutcome, compiler_seeds
 from .llm import ask, call_index
 from .prompting import render
-from .target import io_text, target_text
+from .target import io_text, where_text
 
 OFFLINE_REPAIRS = 1  # one deterministic repair per candidate (compensated accumulation)
 
@@ -70,7 +70,7 @@ def _model_seeds(
             reference=task["source"],
             skills=skills,
             variant=variant,
-            target=target_text(task.get("probe")),
+            target=where_text(ctx.precision, task),
             io=io_text(task.get("probe")),
         )
         reply, usage = ask(ctx, "generator", system, user, call_index(state, "generator") + i)

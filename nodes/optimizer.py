@@ -22,7 +22,7 @@ from .candidates import candidate_from_reply, make_candidate, run_dir
 from .llm import ask, call_index
 from .prompting import render
 from .search import parent_of
-from .target import io_text, profile_text, target_text
+from .target import io_text, profile_text, where_text
 
 
 def optimizer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -44,7 +44,7 @@ def optimizer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         candidate_id=best["candidate"]["id"],
         candidate=best["candidate"]["source"],
         timing=profile_text(best["review"]),
-        target=target_text(probe),
+        target=where_text(ctx.precision, state["task"]),
         io=io_text(probe),
         features=json.dumps(state.get("features", {}), sort_keys=True),
         decision="\n".join(state.get("decision", {}).get("trace", [])) or "(none)",

@@ -5,9 +5,10 @@ best-so-far, a trajectory entry when the round is finished, and the stop reason 
 
 A correct candidate becomes the new best only on a clear improvement: GPU timings (CUDA events)
 at least ``IMPROVEMENT`` (2 %) faster than the best's. Interpreter timings never count, so on a
-CPU-only machine the first correct candidate stays the best. A candidate whose main work runs in
-its own kernels always beats one whose main work is PyTorch or a library call (cuBLAS / cuDNN),
-whatever their timings: the product's answer is a custom kernel, and that is what evals count.
+CPU-only machine the first correct candidate stays the best. Under the ``custom`` kernel-origin
+policy (``Context.kernels``), a candidate whose main work runs in its own kernels always beats one
+whose main work is PyTorch or a library call (cuBLAS / cuDNN), whatever their timings; under
+``any`` (the default) the fastest correct candidate wins and keeps its label.
 
 A seed round that ends with no correct candidate reviews one last resort, the reference's own ops
 (:func:`reference_fallback`), so a run never ends without an answer when one exists. A
@@ -38,12 +39,18 @@ from .search import update_parents
 IMPROVEMENT = 0.02
 
 
-def is_better(new: ReviewResult, old: ReviewResult) -> bool:
-    """True when ``new`` is a custom kernel and ``old`` is not, or a clear GPU-timed improvement."""
+def is_better(new: ReviewResult, old: ReviewResult, kernels: str = "any") -> bool:
+    """True when ``new`` is a clear GPU-timed improvement on ``old``.
+
+    Under the ``custom`` kernel-origin policy, a candidate whose main work runs in its own kernels
+    beats one whose main work does not, whatever their timings; under ``any`` only speed counts,
+    except where there are no GPU timings to compare (the CPU interpreter): the custom kernel wins.
+    """
     new_custom, old_custom = new.get("custom_kernel", True), old.get("custom_kernel", True)
-    if new_custom != old_custom:
-        return bool(new_custom)
-    if new.get("timing_kind") != "cuda_events" or old.get("timing_kind") != "cuda_events":
+    timed = new.get("timing_kind") == "cuda_events" and old.get("timing_kind") == "cuda_events"
+    if new_custom != old_custom and (kernels == "custom" or not timed):
+        return bool(new_custom)  # without GPU timings to compare, the custom kernel is the answer
+    if not timed:
         return False
     return float(new["runtime_ms"] or 0) < float(old["runtime_ms"] or 0) * (1 - IMPROVEMENT)
 
@@ -77,6 +84,7 @@ def _review(ctx: Context, state: State, cand: Candidate) -> ReviewResult:
         trials=ctx.correctness_trials,
         float64_truth=ctx.float64_truth,
         ncu=ctx.ncu,
+        precision=ctx.precision,
     )
 
 
@@ -110,12 +118,12 @@ def reference_fallback(state: State, update: dict[str, Any]) -> Candidate:
 
 
 def _round_best(
-    cand: Candidate, review: ReviewResult, extras: list[tuple[Candidate, ReviewResult]]
+    cand: Candidate, review: ReviewResult, extras: list[tuple[Candidate, ReviewResult]], kernels: str
 ) -> tuple[Candidate, ReviewResult]:
     """The candidate a finished round is remembered by: the best correct one it reviewed, else ``cand``."""
     best: tuple[Candidate, ReviewResult] = (cand, review)
     for c, r in extras:
-        if r["status"] == "correct" and (best[1]["status"] != "correct" or is_better(r, best[1])):
+        if r["status"] == "correct" and (best[1]["status"] != "correct" or is_better(r, best[1], kernels)):
             best = (c, r)
     return best
 
@@ -143,7 +151,7 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         if r["status"] != "correct":
             return
         best = update.get("best") or state.get("best")
-        if best is None or is_better(r, best["review"]):
+        if best is None or is_better(r, best["review"], ctx.kernels):
             update["best"] = {"candidate": c, "review": r}
             improved = True
         pool = update.get("parents", state.get("parents", []))
@@ -174,7 +182,7 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if round_finished(merged(state, update)):
         plan = state.get("plan") if rnd > 0 else None
         skill = plan["skill_id"] if plan else None
-        shown, shown_review = _round_best(cand, review, reviewed)
+        shown, shown_review = _round_best(cand, review, reviewed, ctx.kernels)
         entry = TrajectoryEntry(
             round=rnd,
             candidate_id=shown["id"],

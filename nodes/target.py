@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernelskill.runner.static_check import tf32_allowed
+
 # Datasheet peaks of known GPUs, by a substring of the name torch reports: HBM TB/s, then dense
 # TFLOP/s for fp32 (CUDA cores), tf32, and bf16 / fp16 (tensor cores).
 GPU_PEAKS: dict[str, dict[str, float]] = {
@@ -94,3 +96,21 @@ def profile_text(review: dict[str, Any]) -> str:
             "profile: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in shown.items())
         )
     return "; ".join(parts)
+
+
+def precision_text(precision: str, reference: str) -> str:
+    """The precision policy as the prompts state it (the reviewer enforces the same rule)."""
+    if tf32_allowed(precision, reference):
+        return (
+            f"Precision policy {precision}: single-pass TF32 tensor-core products (Triton's default for fp32 "
+            "tl.dot) are allowed for this task."
+        )
+    return (
+        f"Precision policy {precision}: every fp32 product must be fp32-accurate: tl.dot(..., "
+        'input_precision="ieee") or "tf32x3"; single-pass TF32 (the default for fp32 tl.dot) is rejected.'
+    )
+
+
+def where_text(precision: str, task: dict[str, Any]) -> str:
+    """The prompts' "Where it runs" section: the target device and the precision policy."""
+    return f"{target_text(task.get('probe'))}\n{precision_text(precision, task.get('source', ''))}"

@@ -48,6 +48,7 @@ from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
 from kernelskill.runner.dot_precision import applied_precision, count_exact_dots, precision_variants, with_precision
 from kernelskill.runner.inductor_seed import ATTENTION_MARK, CONV_GEMM_MARK, FLASH_MARK, SPLIT_GEMM_MARK, TUNED
+from kernelskill.runner.static_check import tf32_allowed
 
 from .compiler import capture_variant, is_compiler_seed
 from .sweep import sweep_variants, sweepable_launches
@@ -194,17 +195,17 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
             ctx, task_path, workdir, base, variant, conv_gemm_form, graphed, "flash_attention", flash=True
         )
         if sources and count_exact_dots(sources[0]):  # the fused kernel's products, as dot_precision varies them
-            more = precision_variants(sources[0])
+            more = precision_variants(sources[0], _tf32_ok(ctx, task_path))
             sources, notes = sources + [v for v, _ in more], notes + [f"{notes[0]}; {n}" for _, n in more]
         if count_exact_dots(source):  # and the parent's: the round is never worse than dot_precision's
-            more = precision_variants(source)
+            more = precision_variants(source, _tf32_ok(ctx, task_path))
             sources += [v for v, _ in more]
             notes += [f"flash_attention (the parent's dots, for comparison): {n}" for _, n in more]
             if problem:
                 notes[0] += f"; no fused-attention recapture: {problem}"
         return sources, notes, problem if not sources else ""
     if transform == "dot_precision":
-        variants = precision_variants(source)
+        variants = precision_variants(source, _tf32_ok(ctx, task_path))
         sources, notes = [v for v, _ in variants], [note for _, note in variants]
         if ctx.split_gemm and variant is not None and split_gemm_applicable(base) is None:
             more, more_notes, problem = _recapture(
@@ -227,6 +228,15 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
         return [], [], "autotune_sweep: no variant to try"
     sources = [cuda_graph_wrap(v) if graphed else v for v, _ in variants]
     return sources, [f"autotune_sweep: {note}" for _, note in variants], ""
+
+
+def _tf32_ok(ctx: Context, task_path: str) -> bool:
+    """Single-pass TF32 variants are allowed for this task under the run's precision policy."""
+    try:
+        reference = Path(task_path).read_text()
+    except OSError:
+        reference = ""
+    return tf32_allowed(ctx.precision, reference)
 
 
 def _recapture(

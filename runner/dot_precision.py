@@ -155,12 +155,17 @@ def with_precision(source: str, precision: str, among: tuple[str, ...] = ("ieee"
     return "".join(out) + source[last:]
 
 
-def precision_variants(source: str) -> list[tuple[str, str]]:
-    """(source, note) per precision in PRECISIONS; empty when no fp32-exact dot exists."""
+def precision_variants(source: str, tf32: bool = True) -> list[tuple[str, str]]:
+    """(source, note) per precision in PRECISIONS; empty when no fp32-exact dot exists.
+
+    ``tf32`` False (the precision policy forbids single-pass TF32 products for the task): only the
+    fp32-accurate ``tf32x3``.
+    """
     n = count_exact_dots(source)
     if not n:
         return []
-    return [(with_precision(source, p), f"dot_precision: {n} fp32 tl.dot call(s) set to {p}") for p in PRECISIONS]
+    allowed = PRECISIONS if tf32 else tuple(p for p in PRECISIONS if p not in TF32)
+    return [(with_precision(source, p), f"dot_precision: {n} fp32 tl.dot call(s) set to {p}") for p in allowed]
 
 
 def applied_precision(source: str) -> str | None:

@@ -43,6 +43,7 @@ class ReviewResult(TypedDict, total=False):
     compile_ms: float | None
     speedup_vs_eager: float | None
     speedup_vs_compile: float | None
+    speedup_vs_compile_tf32: float | None  # under precision fp32: vs torch.compile with TF32 matmuls (context)
     timing: dict[str, Any]  # full statistics per timed subject
     correctness: dict[str, Any]  # trials run, worst error, tolerances
     compile_check: dict[str, Any]  # sm_90 compile check on CPU: kernels checked, errors

@@ -254,6 +254,31 @@ def check_source(source: str, reference: str | None = None) -> StaticReport:
     return report
 
 
+_CONV = re.compile(r"\bConv(?:Transpose)?[123]d\b|\bconv(?:_transpose)?[123]d\s*\(")
+_GEMM = re.compile(
+    r"\b(?:Linear|Bilinear|MultiheadAttention|Transformer\w*|LSTM\w*|GRU\w*|RNN\w*)\b"
+    r"|\b(?:matmul|mm|bmm|addmm|baddbmm|einsum|linear|scaled_dot_product_attention|tensordot)\s*\("
+)
+
+
+def tf32_allowed(precision: str, reference: str) -> bool:
+    """Whether a candidate may multiply fp32 tiles in single-pass TF32 under the precision policy.
+
+    ``tf32``: everywhere. ``fp32``: only where the reference itself does under PyTorch's defaults:
+    cuDNN convolutions run TF32 (``torch.backends.cudnn.allow_tf32`` is True), matmuls do not. So
+    only a reference with convolutions and no GEMM-like op (linear, matmul, attention, RNN...).
+    """
+    if precision == "tf32":
+        return True
+    try:
+        matmul_op = any(
+            isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult) for n in ast.walk(ast.parse(reference))
+        )
+    except SyntaxError:
+        return False
+    return bool(_CONV.search(reference)) and not _GEMM.search(reference) and not matmul_op
+
+
 def label_tf32(report: StaticReport) -> None:
     """Label (and warn about) a candidate whose ``tl.dot`` multiplies fp32 tiles in TF32."""
     if "tf32_dot" not in report.labels:

@@ -183,7 +183,7 @@ class Evaluation:
         import torch
 
         try:
-            with torch.no_grad():
+            with torch.no_grad(), tf32_matmuls(self.req.get("precision") == "tf32"):
                 out = self.ref(*_clone(inputs))
             if self.use_cuda:
                 torch.cuda.synchronize()
@@ -258,7 +258,9 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
         _reference_phase(ev)
         if req.get("probe"):
             return _probe_result(ev)
-        bad = _build_candidate(ev) or _correctness(ev) or _kernels_ran(ev) or _compile_check(ev)
+        bad = (
+            _build_candidate(ev) or _correctness(ev) or _kernels_ran(ev) or _compile_check(ev) or _precision_policy(ev)
+        )
         if bad:
             return bad
         result = _passed(ev)
@@ -552,6 +554,25 @@ def _correctness(ev: Evaluation) -> ReviewResult | None:
     return None
 
 
+def _precision_policy(ev: Evaluation) -> ReviewResult | None:
+    """Under ``fp32``, single-pass TF32 products only where the reference itself uses them."""
+    from .static_check import tf32_allowed
+
+    precision = ev.req.get("precision", "fp32")
+    if "tf32_dot" not in ev.static.labels or tf32_allowed(precision, Path(ev.req["task_path"]).read_text()):
+        return None
+    return failure(
+        "rejected",
+        f"precision {precision}: a tl.dot multiplies fp32 tiles in single-pass TF32, which the reference does not "
+        '(its matmuls are fp32): use input_precision="ieee" or "tf32x3", or run with --precision tf32',
+        "",
+        ev.cid,
+        compiled=True,
+        correctness=ev.correctness,
+        **ev.common,
+    )
+
+
 def _kernels_ran(ev: Evaluation) -> ReviewResult | None:
     """The candidate's own kernels ran during forward (recorded on the first trial)."""
     rejected = dict(compiled=True, correctness=ev.correctness, **ev.common)
@@ -655,7 +676,12 @@ def _recheck(ev: Evaluation) -> ReviewResult | None:
 def _time_on_gpu(
     req: dict[str, Any], run: Evaluation, inputs: list[Any], result: ReviewResult, gpu: str, phase: Any
 ) -> None:
-    """CUDA-event timings of the candidate and the (cached) eager / torch.compile baselines."""
+    """CUDA-event timings of the candidate and the (cached) eager / torch.compile baselines.
+
+    The baselines run under the precision policy's numerics (``tf32``: TF32 matmuls allowed) and
+    are cached under a key that names it. Under ``fp32``, torch.compile with TF32 matmuls allowed is
+    timed too, for context (``speedup_vs_compile_tf32``).
+    """
     import torch
 
     from . import cache
@@ -664,33 +690,69 @@ def _time_on_gpu(
     with torch.no_grad():
         t_new = time_adaptive(lambda: run.new(*inputs))
     phase("timing")
-    key = cache.baseline_key(Path(req["task_path"]).read_text(), gpu, torch.__version__)
+    precision = req.get("precision", "fp32")
+    key = cache.baseline_key(Path(req["task_path"]).read_text(), gpu, torch.__version__) + f"|{precision}"
     base = cache.get("baselines", key) if req.get("baseline_cache", True) else None
     if not base:
-        base = {}
-        with torch.no_grad():
-            base["eager"] = time_adaptive(lambda: run.ref(*inputs))
-            try:
-                compiled = torch.compile(run.ref)
-                base["compile"] = time_adaptive(lambda: compiled(*inputs))
-            except Exception as e:  # a reference torch.compile cannot handle: no compile baseline
-                base["compile"] = None
-                base["compile_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        with torch.no_grad(), tf32_matmuls(precision == "tf32"):
+            base = {"eager": time_adaptive(lambda: run.ref(*inputs)), **_compiled_baseline(run.ref, inputs, "compile")}
+        if precision == "fp32":
+            with torch.no_grad(), tf32_matmuls(True):
+                base.update(_compiled_baseline(run.ref, inputs, "compile_tf32"))
         cache.put("baselines", key, base)
         phase("baselines")
     else:
         phase("baselines_cached")
-    eager, comp = base["eager"], base.get("compile")
-    result["runtime_ms"] = t_new["median_ms"]
+    eager, comp, comp_tf32 = base["eager"], base.get("compile"), base.get("compile_tf32")
+    ms = t_new["median_ms"]
+    result["runtime_ms"] = ms
     result["eager_ms"] = eager["median_ms"]
     result["compile_ms"] = comp["median_ms"] if comp else None
-    result["speedup_vs_eager"] = eager["median_ms"] / t_new["median_ms"]
-    result["speedup_vs_compile"] = comp["median_ms"] / t_new["median_ms"] if comp else None
+    result["speedup_vs_eager"] = eager["median_ms"] / ms
+    result["speedup_vs_compile"] = comp["median_ms"] / ms if comp else None
+    if comp_tf32:
+        result["speedup_vs_compile_tf32"] = comp_tf32["median_ms"] / ms
     result["timing"] = {"candidate": t_new, "eager": eager, "compile": comp, "baseline_key": key}
-    result["metrics"]["runtime_ms"] = t_new["median_ms"]
-    result["metrics"]["speedup_vs_eager"] = eager["median_ms"] / t_new["median_ms"]
+    if comp_tf32:
+        result["timing"]["compile_tf32"] = comp_tf32
+    result["metrics"]["runtime_ms"] = ms
+    result["metrics"]["speedup_vs_eager"] = eager["median_ms"] / ms
     if comp:
-        result["metrics"]["speedup_vs_compile"] = comp["median_ms"] / t_new["median_ms"]
+        result["metrics"]["speedup_vs_compile"] = comp["median_ms"] / ms
+
+
+def _compiled_baseline(model: Any, inputs: list[Any], name: str) -> dict[str, Any]:
+    """``{name: timing}`` of torch.compile of ``model`` (fresh compile), or None with the error."""
+    import torch
+
+    from .timing import time_adaptive
+
+    try:
+        import torch._dynamo
+
+        torch._dynamo.reset()  # a recompile under the current numerics flags
+        compiled = torch.compile(model)
+        return {name: time_adaptive(lambda: compiled(*inputs))}
+    except Exception as e:  # a reference torch.compile cannot handle: no compile baseline
+        return {name: None, f"{name}_error": f"{type(e).__name__}: {str(e)[:300]}"}
+
+
+def tf32_matmuls(on: bool) -> Any:
+    """Context allowing TF32 in matmuls (cuDNN convolutions already allow it by default), restored after."""
+    import contextlib
+
+    import torch
+
+    @contextlib.contextmanager
+    def allowed() -> Any:
+        before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+    return allowed() if on else contextlib.nullcontext()
 
 
 def _profile_on_gpu(

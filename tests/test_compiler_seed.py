@@ -426,9 +426,10 @@ def test_dot_precision_of_a_compiler_seed_adds_a_split_operand_recapture(tmp_pat
     monkeypatch.setattr(transforms, "capture_variant", recorded_captures(calls))
     base = emitted("01_linear_gelu_scale_triton", "level2/01_linear_gelu_scale.py")
     assert count_exact_dots(base) and transforms.split_gemm_applicable(base) is None
-    sources, notes, problem = apply("dot_precision", base, Context(), "t.py", tmp_path)
+    tf32 = Context(precision="tf32")  # every variant (under fp32: tf32x3 alone, tests/test_policies.py)
+    sources, notes, problem = apply("dot_precision", base, tf32, "t.py", tmp_path)
     assert calls == [] and not problem and len(sources) == 3  # off by default: the text variants only
-    on = Context(split_gemm=True)
+    on = Context(split_gemm=True, precision="tf32")
     sources, notes, problem = apply("dot_precision", base, on, "t.py", tmp_path)
     assert calls == [("triton", True, False, True)] and not problem and len(sources) == 4
     split = sources[3]
@@ -513,7 +514,8 @@ def test_flash_attention_recaptures_a_seed_with_attention_it_can_fuse(tmp_path, 
     d = decide(features, {})
     assert (d.rule, d.prefer[0]) == ("attention-unfused", ["flash-attention"])  # ahead of the fp32-dot rule
 
-    sources, notes, problem = apply("flash_attention", cuda_graph_wrap(marked), Context(), "t.py", tmp_path)
+    tf32 = Context(precision="tf32")  # every dot_precision variant comes along
+    sources, notes, problem = apply("flash_attention", cuda_graph_wrap(marked), tf32, "t.py", tmp_path)
     assert calls == [("triton", False, False, False, "flash")] and not problem
     # the fused capture, its three precision variants, then the parent's three (never worse than dot_precision)
     assert len(sources) == 7 and all(GRAPH_MARK in s for s in sources)
@@ -531,7 +533,7 @@ def test_flash_attention_recaptures_a_seed_with_attention_it_can_fuse(tmp_path, 
         return SeedOutcome("triton", error="boom")
 
     monkeypatch.setattr(transforms, "capture_variant", failing)
-    sources, notes, problem = apply("flash_attention", marked, Context(), "t.py", tmp_path)
+    sources, notes, problem = apply("flash_attention", marked, tf32, "t.py", tmp_path)
     assert len(sources) == 3 and not problem and "no fused-attention recapture" in notes[0] and "boom" in notes[0]
 
 

@@ -289,3 +289,51 @@ def test_environment_causes_are_told_from_code_bugs(error, cause):
 
     found = environment_cause(error)
     assert (cause in found) if cause else found == ""
+
+
+# ---- realistic reply shapes through the whole graph (scripted model) ------------------------------
+
+
+def _shapes(good: str, wrong: str) -> dict[str, str]:
+    return {
+        "python3_tag": f"Sure! Here's a Triton version.\n\n```python3\n{good}\n```\nIt fuses the ops.",
+        "after_then_before": f"Optimized version:\n```python\n{good}\n```\n\nBefore:\n```python\n{wrong}\n```\n",
+        "kernel_then_module": (
+            "First the kernel:\n```python\n" + good.split("class ModelNew")[0] + "```\n\nThen the module:\n"
+            "```python\nimport torch\nimport torch.nn as nn\nimport triton\n\nclass ModelNew"
+            + good.split("class ModelNew")[1]
+            + "```\n"
+        ),
+        "tilde_fence": f"~~~py\n{good}\n~~~\n",
+    }
+
+
+@pytest.mark.parametrize("shape", ["python3_tag", "after_then_before", "kernel_then_module", "tilde_fence"])
+def test_realistic_code_replies_reach_review_with_the_right_code(tmp_path, task_path, candidate, shape):
+    reply = _shapes(candidate("good"), candidate("wrong"))[shape]
+    script = write_script(tmp_path / "script", [{"role": "generator", "reply": reply}])
+    run = new_run(task_path, Context(scripted=str(script), device="cpu", max_rounds=0), root=tmp_path / "runs")
+    state = execute(run)
+    assert state["attempts"][0]["status"] == "correct", state["attempts"][0]["error_digest"]
+
+
+@pytest.mark.parametrize(
+    "verdict, cause",
+    [
+        ("**Root cause:** the kernel raises on purpose.", "the kernel raises on purpose."),
+        ("1. Root cause: forward raises.\n2. Fix: remove the raise.", "forward raises."),
+        ("The root cause is that forward raises before the launch.", "forward raises before the launch"),
+        ('```json\n{"cause": "an explicit raise in forward", "fix": "remove it"}\n```', "an explicit raise in forward"),
+        ("I rewrote the module.", "not stated"),
+    ],
+)
+def test_realistic_diagnoses_are_recorded(tmp_path, task_path, candidate, verdict, cause):
+    rules = [
+        {"role": "generator", "reply": fenced(candidate("raises"))},
+        {"role": "diagnoser", "reply": verdict + "\n\n" + fenced(candidate("good"))},
+    ]
+    script = write_script(tmp_path / "script", rules)
+    run = new_run(task_path, Context(scripted=str(script), device="cpu", max_rounds=0), root=tmp_path / "runs")
+    state = execute(run)
+    assert [a["status"] for a in state["attempts"]] == ["runtime_error", "correct"]
+    assert cause in state["trajectory"][0]["diagnosis"]

@@ -10,6 +10,7 @@ from kernelskill.nodes.transforms import applicable
 from kernelskill.runner.dot_precision import (
     PRECISIONS,
     ROUNDED,
+    TF32,
     count_exact_dots,
     dot_precisions,
     precision_variants,
@@ -161,7 +162,9 @@ def test_rewritten_gemm_passes_review_and_compiles_for_sm90(tmp_path, precision)
     if precision == ROUNDED:
         # The interpreter multiplies the rounded operands exactly (it ignores input_precision): randn inputs
         # come out TF32-wrong, as on a GPU; inputs with few mantissa bits (integers) are unchanged by rounding.
-        wrong = run_review(task, with_precision(GEMM, precision), tmp_path, "rounded-randn", device="cpu")
+        wrong = run_review(
+            task, with_precision(GEMM, precision), tmp_path, "rounded-randn", device="cpu", precision="tf32"
+        )
         assert wrong["status"] == "wrong_output" and "exceed" in wrong["error_digest"]
         task = tmp_path / "integer_matmul.py"
         task.write_text(
@@ -170,7 +173,8 @@ def test_rewritten_gemm_passes_review_and_compiles_for_sm90(tmp_path, precision)
             .replace("torch.randn(M, K)", "torch.randint(-8, 8, (M, K)) * 1.0")
             .replace("torch.randn(K, N)", "torch.randint(-8, 8, (K, N)) * 1.0")
         )
-    r = run_review(task, with_precision(GEMM, precision), tmp_path, precision, device="cpu")
+    policy = "tf32" if precision in TF32 else "fp32"  # single-pass TF32 products need the tf32 policy on a GEMM
+    r = run_review(task, with_precision(GEMM, precision), tmp_path, precision, device="cpu", precision=policy)
     assert r["status"] == "correct", r.get("error_digest")
     assert r["compile_check"]["kernels"] == 1 and r["compile_check"]["errors"] == []
 
@@ -251,7 +255,8 @@ def test_tf32_dots_are_labelled_by_the_static_check(call, precisions, labelled):
 
 def test_review_labels_a_default_precision_dot_on_fp32_data(tmp_path):
     task = FIXTURES / "tasks" / "small_matmul.py"
-    r = run_review(task, GEMM.replace(', input_precision="ieee"', ""), tmp_path, "default_dot", device="cpu")
+    default_dot = GEMM.replace(', input_precision="ieee"', "")
+    r = run_review(task, default_dot, tmp_path, "default_dot", device="cpu", precision="tf32")
     assert r["status"] == "correct", r.get("error_digest")
     assert "tf32_dot" in r["labels"] and any("TF32" in w for w in r["warnings"])
     exact = run_review(task, GEMM, tmp_path, "ieee_dot", device="cpu")
