@@ -338,6 +338,13 @@ def _save_meta(
     price_out: float | None,
 ) -> None:
     meta = read_meta(out)
+    before = meta.get("context") or {}
+    changed = {k: (before[k], v) for k, v in ctx.policy().items() if k in before and before[k] != v}
+    if changed and meta.get("tasks"):
+        said = "; ".join(f"{k} was {a}, now {b}" for k, (a, b) in changed.items())
+        raise ValueError(
+            f"{out} was run under other policies ({said}): resume it with the same ones, or use a new --out"
+        )
     prices = dict(meta.get("prices") or {"in": None, "out": None})
     if price_in is not None:
         prices["in"] = price_in
@@ -408,7 +415,8 @@ def run_eval(
         The summary, with ``"interrupted": True`` when Ctrl-C stopped the run.
 
     Raises:
-        ValueError: on an unusable task selection (see :func:`~kernelskill.evals.suite.select_tasks`).
+        ValueError: on an unusable task selection (see :func:`~kernelskill.evals.suite.select_tasks`), or
+            when ``out`` was run under other precision / kernel-origin policies.
     """
     from kernelskill.runs import runs_root
 

@@ -197,3 +197,17 @@ def test_compare_refuses_runs_made_under_different_policies(tmp_path):
     same = _eval_dir(tmp_path / "c", "fp32", "any", rows)
     out = runner.invoke(app, ["eval", "compare", str(a), str(same)])
     assert out.exit_code == 0 and "Both under: kernels any, precision fp32" in out.output
+
+
+def test_an_eval_dir_is_not_resumed_under_other_policies(tmp_path):
+    from test_evals import FakeLauncher, make_task, quiet
+
+    from kernelskill.evals.runner import run_eval
+
+    tasks = tmp_path / "tasks"
+    make_task(tasks, "a")
+    out = tmp_path / "eval"
+    run_eval([1], tasks, 0, "", out, Context(scripted="s.json"), quiet(), launch=FakeLauncher())
+    with pytest.raises(ValueError, match="precision was fp32, now tf32"):
+        run_eval([1], tasks, 0, "", out, Context(scripted="s.json", precision="tf32"), quiet(), launch=FakeLauncher())
+    run_eval([1], tasks, 0, "", out, Context(scripted="s.json"), quiet(), launch=FakeLauncher())  # same: resumes
