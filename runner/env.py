@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 
 @lru_cache(maxsize=1)
@@ -50,3 +51,21 @@ def apply_cpu_share() -> list[int]:
     except (ValueError, OSError):
         return []
     return cpus
+
+
+def tf32_matmuls(on: bool) -> Any:
+    """Context allowing TF32 in matmuls (cuDNN convolutions already allow it by default), restored after."""
+    import contextlib
+
+    import torch
+
+    @contextlib.contextmanager
+    def allowed() -> Any:
+        before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+    return allowed() if on else contextlib.nullcontext()

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .env import tf32_matmuls
 from .sandbox import request_paths
 from .static_check import HEAVY_LIBRARY_OPS, library_calls
 
@@ -358,7 +359,7 @@ def capture(
         torch.no_grad(),
         inductor_config.patch(patches),
         _sdpa_math(variant in TEMPLATE_VARIANTS),
-        _tf32_matmuls(tf32),
+        tf32_matmuls(tf32),
     ):
         fn = torch.compile(model, backend=backend, fullgraph=True, dynamic=False)
         try:
@@ -395,24 +396,6 @@ def capture(
             "gpu": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
         },
     }
-
-
-def _tf32_matmuls(on: bool) -> Any:
-    """Context allowing TF32 in matmuls and cuDNN convolutions when ``on`` (flags restored after)."""
-    import contextlib
-
-    import torch
-
-    @contextlib.contextmanager
-    def allowed() -> Any:
-        before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-        try:
-            yield
-        finally:
-            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
-
-    return allowed() if on else contextlib.nullcontext()
 
 
 def _sdpa_math(on: bool) -> Any:

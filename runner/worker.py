@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .correctness import float64_reference
+from .env import tf32_matmuls
 from .result import ReviewResult, failure
 from .sandbox import request_paths
 
@@ -425,14 +426,8 @@ def _probe_result(ev: Evaluation) -> ReviewResult:
             },
         )
     ev.common["probe"] = {"inputs": describe(inputs), "outputs": describe(flatten(out)), "device": device}
-    return ReviewResult(
-        status="correct",
-        candidate_id=ev.cid,
-        correct=True,
-        compiled=True,
-        error_digest="",
-        error_detail="",
-        device=ev.label,
+    return _correct(
+        ev,
         metrics={"reference_bytes": float(ev.reference_bytes), "reference_s": round(ev.reference_s, 4)},
         phases=ev.phases,
         probe=ev.common["probe"],
@@ -622,16 +617,26 @@ def _compile_check(ev: Evaluation) -> ReviewResult | None:
     )
 
 
-def _passed(ev: Evaluation) -> ReviewResult:
-    """The result of a candidate that passed every check so far (timings still to come)."""
-    labels = ev.static.labels
-    return ReviewResult(
+def _correct(ev: Evaluation, **fields: Any) -> ReviewResult:
+    """A ``correct`` result on this evaluation's device, with ``fields``."""
+    result = ReviewResult(
         status="correct",
         candidate_id=ev.cid,
         correct=True,
         compiled=True,
         error_digest="",
         error_detail="",
+        device=ev.label,
+    )
+    result.update(fields)  # type: ignore[typeddict-item]
+    return result
+
+
+def _passed(ev: Evaluation) -> ReviewResult:
+    """The result of a candidate that passed every check so far (timings still to come)."""
+    labels = ev.static.labels
+    return _correct(
+        ev,
         timing_kind="cuda_events" if ev.use_cuda else "interpreter",
         compile_ms=None,
         speedup_vs_eager=None,
@@ -640,7 +645,6 @@ def _passed(ev: Evaluation) -> ReviewResult:
         compile_check=ev.common.get("compile_check", {}),
         metrics={},
         custom_kernel="torch_main_work" not in labels and "library_main_work" not in labels,
-        device=ev.label,
         labels=list(labels),
         warnings=list(ev.static.warnings),
     )
@@ -735,24 +739,6 @@ def _compiled_baseline(model: Any, inputs: list[Any], name: str) -> dict[str, An
         return {name: time_adaptive(lambda: compiled(*inputs))}
     except Exception as e:  # a reference torch.compile cannot handle: no compile baseline
         return {name: None, f"{name}_error": f"{type(e).__name__}: {str(e)[:300]}"}
-
-
-def tf32_matmuls(on: bool) -> Any:
-    """Context allowing TF32 in matmuls (cuDNN convolutions already allow it by default), restored after."""
-    import contextlib
-
-    import torch
-
-    @contextlib.contextmanager
-    def allowed() -> Any:
-        before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-        try:
-            yield
-        finally:
-            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
-
-    return allowed() if on else contextlib.nullcontext()
 
 
 def _profile_on_gpu(

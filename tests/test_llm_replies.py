@@ -57,9 +57,14 @@ def test_structured_output_setting_is_validated():
 # ---- the real client against the stub -----------------------------------------------------------
 
 
-def optimize(stub, tmp_path, task_path, *extra, thread="t"):
+def optimize(reply, tmp_path, task_path):
+    """``optimize --rounds 0`` through the real client against a stub answering ``reply``: (result, stub)."""
+    stub = StubOpenAI(reply=reply)
     args = ["optimize", str(task_path), "--model", "stub-model", "--base-url", stub.url, "--device", "cpu"]
-    return runner.invoke(app, [*args, "--runs-dir", str(tmp_path), "--thread-id", thread, *extra])
+    try:
+        return runner.invoke(app, [*args, "--runs-dir", str(tmp_path), "--thread-id", "t", "--rounds", "0"]), stub
+    finally:
+        stub.stop()
 
 
 def is_generator(body):
@@ -83,11 +88,7 @@ def test_a_structured_verdict_that_fails_falls_back_to_plain_text(tmp_path, task
             return '```json\n{"root_cause": "missing mask"}\n```'  # fenced and incomplete: does not validate
         return "Root cause: the kernel raises on purpose.\n\n" + good
 
-    stub = StubOpenAI(reply=reply)
-    try:
-        out = optimize(stub, tmp_path, task_path, "--rounds", "0")
-    finally:
-        stub.stop()
+    out, stub = optimize(reply, tmp_path, task_path)
     assert out.exit_code == 0, out.output
     state = json.loads((tmp_path / "t" / "report.json").read_text())
     assert [a["status"] for a in state["attempts"]] == ["runtime_error", "correct"]
@@ -99,11 +100,9 @@ def test_a_structured_verdict_that_fails_falls_back_to_plain_text(tmp_path, task
 def test_structured_output_off_never_asks_for_it(tmp_path, task_path, candidate, clean_env, monkeypatch):
     monkeypatch.setenv("KERNELSKILL_STRUCTURED_OUTPUT", "off")
     good, broken = fenced(candidate("good")), fenced(candidate("raises"))
-    stub = StubOpenAI(reply=lambda body: broken if is_generator(body) else "Root cause: raises.\n" + good)
-    try:
-        out = optimize(stub, tmp_path, task_path, "--rounds", "0")
-    finally:
-        stub.stop()
+    out, stub = optimize(
+        lambda body: broken if is_generator(body) else "Root cause: raises.\n" + good, tmp_path, task_path
+    )
     assert out.exit_code == 0, out.output
     assert not any("response_format" in b for b in stub.chat_posts())
 
@@ -119,11 +118,7 @@ def test_a_truncated_reply_goes_to_the_diagnoser_with_its_partial_code(tmp_path,
         seen.append(body["messages"][-1]["content"])
         return "Root cause: the reply was cut off.\n" + good
 
-    stub = StubOpenAI(reply=reply)
-    try:
-        out = optimize(stub, tmp_path, task_path, "--rounds", "0")
-    finally:
-        stub.stop()
+    out, stub = optimize(reply, tmp_path, task_path)
     assert out.exit_code == 0, out.output
     first_post = stub.chat_posts()[0]
     assert first_post.get("max_completion_tokens") or first_post.get("max_tokens")  # a completion limit is sent
@@ -139,11 +134,7 @@ def test_an_endpoint_that_keeps_failing_pauses_the_run_and_resume_continues(
 ):
     monkeypatch.setenv("KERNELSKILL_MAX_RETRIES", "1")
     good = fenced(candidate("good"))
-    stub = StubOpenAI(reply=lambda body: 500)
-    try:
-        out = optimize(stub, tmp_path, task_path, "--rounds", "0")
-    finally:
-        stub.stop()
+    out, stub = optimize(lambda body: 500, tmp_path, task_path)
     assert out.exit_code == 1 and "run paused" in out.output and "kernelskill resume t" in out.output
     stub = StubOpenAI(reply=lambda body: good, port=int(stub.url.rsplit(":", 1)[1].split("/")[0]))
     try:
