@@ -38,6 +38,7 @@ eval: ## Run the suite: make eval LEVEL=2 [TASKS=DIR] [LIMIT=K] [GPUS=0,1] [EVAL
 	$(KS) eval --level $(LEVEL) --limit $(LIMIT) $(if $(TASKS),--tasks $(TASKS)) $(if $(GPUS),--gpus $(GPUS)) $(EVAL_FLAGS)
 
 studio: ## LangGraph Studio on the same graph (langgraph dev, offline)
+	@echo "LangGraph API at http://127.0.0.1:2024; Studio: https://smith.langchain.com/studio/?baseUrl=http://127.0.0.1:2024"
 	LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=1 $(VENV)/bin/langgraph dev --no-browser
 
 clean: ## Remove caches and run directories

@@ -73,17 +73,31 @@ def task_files(level: int, tasks_dir: Path | None, limit: int) -> list[Path]:
     return files[:limit] if limit else files
 
 
+def check_levels(levels: list[int], tasks_dir: Path | None) -> None:
+    """Raise ValueError naming what is wrong with ``levels`` / ``tasks_dir`` (see :func:`select_tasks`)."""
+    if tasks_dir is None:
+        bundled = sorted(int(p.name[5:]) for p in TASKS_DIR.glob("level*") if p.name[5:].isdigit())
+        missing = [lv for lv in levels if lv not in bundled]
+        if missing:
+            raise ValueError(
+                f"--level {','.join(map(str, missing))}: the bundled suite has levels {', '.join(map(str, bundled))} "
+                "(give --tasks DIR for another folder)"
+            )
+        return
+    if len(levels) != 1:
+        raise ValueError("--tasks takes one folder: give one --level (it labels the tasks)")
+    if not Path(tasks_dir).is_dir():
+        raise ValueError(f"--tasks {tasks_dir}: not a folder")
+
+
 def select_tasks(levels: list[int], tasks_dir: Path | None, limit: int) -> list[TaskSpec]:
     """The tasks of an eval: every level of the bundled suite, or the one folder ``tasks_dir``.
 
     Raises:
-        ValueError: when ``tasks_dir`` is given with several levels or is not a folder.
+        ValueError: when ``tasks_dir`` is given with several levels or is not a folder, or when a level
+            of the bundled suite does not exist.
     """
-    if tasks_dir is not None:
-        if len(levels) != 1:
-            raise ValueError("--tasks takes one folder: give one --level (it labels the tasks)")
-        if not Path(tasks_dir).is_dir():
-            raise ValueError(f"--tasks {tasks_dir}: not a folder")
+    check_levels(levels, tasks_dir)
     return [TaskSpec(level, p.resolve()) for level in levels for p in task_files(level, tasks_dir, limit)]
 
 

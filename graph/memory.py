@@ -23,6 +23,24 @@ def trajectory_summary(state: State, limit: int = 12) -> str:
     return "\n".join(lines) or "- (nothing yet)"
 
 
+def tried_plans(state: State) -> dict[str, str]:
+    """Each skill that is not planned again on this task, and why: how its round came out."""
+    why: dict[str, str] = {}
+    for e in state.get("trajectory", []):
+        skill = e.get("skill_id")
+        if not skill or skill not in state.get("failed_plans", []):
+            continue
+        if e["outcome"] != "correct":
+            why[skill] = f"failed ({e['outcome']})"
+        elif e.get("timing_kind") != "cuda_events":
+            why[skill] = "tried: correct, but interpreter timings cannot show a gain"
+        else:
+            why[skill] = "tried: correct, not faster than the best"
+    for skill in state.get("failed_plans", []):
+        why.setdefault(skill, "tried")
+    return why
+
+
 def failure_history(state: State, limit: int = 8) -> str:
     """The most recent failed reviews in this task, oldest first."""
     fails = [a for a in state.get("attempts", []) if a["status"] != "correct"][-limit:]

@@ -65,12 +65,17 @@ def eval_cmd(
     if typer_ctx.invoked_subcommand is not None:
         return
     from kernelskill.evals.runner import run_eval
-    from kernelskill.evals.suite import parse_levels
+    from kernelskill.evals.suite import check_levels, parse_levels
 
     try:
         levels = parse_levels(level)
     except ValueError as e:
         console.print(f"[red]--level: {e}[/]")
+        raise typer.Exit(2) from None
+    try:
+        check_levels(levels, tasks)
+    except ValueError as e:
+        console.print(f"[red]{e}[/]")
         raise typer.Exit(2) from None
     ctx = context_or_exit(
         scripted=scripted,

@@ -19,7 +19,8 @@ planner), the model chooses among the ranked allowed skills (``nodes/planner_mod
 the top-ranked skill is the plan.
 
 Sort key: ``(preferred group, -(similarity + prior_weight * (win_rate - 0.5)), skill id)`` (see
-``skills_kb/ranking.py``). A skill whose round already failed on this task is never chosen again.
+``skills_kb/ranking.py``). A skill whose round did not improve the best on this task (it failed, was
+slower, or was correct without GPU timings to show a gain) is never chosen again; the trace says which.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from kernelskill.graph.context import Context
+from kernelskill.graph.memory import tried_plans
 from kernelskill.graph.modes import on_cuda
 from kernelskill.graph.state import Plan, State
 from kernelskill.skills_kb.index import open_index
@@ -72,7 +74,11 @@ def planner(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if state.get("search_note"):
         trace.append(f"search: {state['search_note']}")
     if failed & set(decision.allowed):
-        trace.append(f"already failed on this task, skipped: {', '.join(sorted(failed & set(decision.allowed)))}")
+        tried = tried_plans(state)
+        skipped = sorted(failed & set(decision.allowed))
+        trace.append(
+            "already tried on this task, skipped: " + "; ".join(f"{s} ({tried.get(s, 'tried')})" for s in skipped)
+        )
     if state.get("engine") == "offline":  # explores even when the policy allows no skill at all
         return _offline_plan(state, ctx, decision, open_ids, failed, trace)
     if not open_ids:

@@ -29,7 +29,7 @@ def rejection(skill_id: str, decision: Decision, allowed: list[str], failed: set
     if skill_id in allowed:
         return ""
     if skill_id in failed:
-        return f"skill {skill_id!r} already failed on this task"
+        return f"skill {skill_id!r} was already tried on this task without improving the best"
     if skill_id in decision.forbidden:
         return f"skill {skill_id!r} is forbidden by the policy for bottleneck {decision.bottleneck}"
     if skill_id in decision.excluded:

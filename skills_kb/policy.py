@@ -285,7 +285,8 @@ def normalize_metrics(raw: dict[str, Any], policy: Policy) -> tuple[dict[str, An
     """Rename and convert raw profiler metrics to the policy's names; returns (metrics, notes).
 
     Names already in the vocabulary win over aliases and unit conversions of the same metric.
-    Values that are not numbers, and names outside :data:`~.schema.METRICS`, are dropped with a note.
+    Values that are not numbers or negative, and names outside :data:`~.schema.METRICS`, are dropped
+    with a note.
     """
     out: dict[str, Any] = {}
     notes: list[str] = []
@@ -296,6 +297,9 @@ def normalize_metrics(raw: dict[str, Any], policy: Policy) -> tuple[dict[str, An
         num = _number(value)
         if num is None:
             notes.append(f"ignored {key}: not a number ({value!r})")
+            continue
+        if not isinstance(num, bool) and num < 0:  # times, shares, counts and rates are never negative
+            notes.append(f"ignored {key}: negative ({value!r})")
             continue
         if key in METRICS:
             out[key] = num

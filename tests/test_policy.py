@@ -279,8 +279,27 @@ def test_planner_never_repeats_a_failed_plan():
     first = planner(_state(REDUCTION), _Runtime())["plan"]
     second = planner(_state(REDUCTION, failed=[first["skill_id"]]), _Runtime())["plan"]
     assert second["skill_id"] != first["skill_id"]
-    assert any("already failed" in t for t in second["trace"])
+    assert any("already tried on this task" in t for t in second["trace"])
     assert first["skill_id"] not in next(t for t in second["trace"] if t.startswith("ranking:"))
+
+
+def test_an_untimed_correct_round_is_not_called_a_failure():
+    from kernelskill.nodes.planner import planner
+
+    first = planner(_state(REDUCTION), _Runtime())["plan"]
+    state = _state(REDUCTION, failed=[first["skill_id"]])
+    state["trajectory"] = [
+        {
+            "round": 1,
+            "skill_id": first["skill_id"],
+            "outcome": "correct",
+            "timing_kind": "interpreter",
+            "improved": False,
+        }
+    ]
+    trace = planner(state, _Runtime())["plan"]["trace"]
+    line = next(t for t in trace if t.startswith("already tried"))
+    assert "interpreter timings cannot show a gain" in line and "failed" not in line
 
 
 def test_planner_stops_when_everything_failed():

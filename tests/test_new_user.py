@@ -1,0 +1,61 @@
+"""What a new user runs into: unknown eval levels and impossible profile values get a clear answer."""
+
+from typer.testing import CliRunner
+
+from kernelskill.cli import app
+from kernelskill.skills_kb.policy import load_policy, normalize_metrics
+
+runner = CliRunner()
+
+
+def test_an_unknown_bundled_level_exits_2_naming_the_levels(tmp_path):
+    out = runner.invoke(app, ["eval", "--level", "7", "--out", str(tmp_path / "e")])
+    assert out.exit_code == 2
+    assert "--level 7: the bundled suite has levels 1, 2, 3" in out.output
+    assert not (tmp_path / "e").exists()
+
+
+def test_negative_profile_values_are_dropped_with_a_note():
+    metrics, notes = normalize_metrics({"sol_pct": -50, "spill_bytes": -8, "registers_per_thread": 64}, load_policy())
+    assert metrics == {"registers_per_thread": 64}
+    assert "ignored sol_pct: negative (-50)" in notes and "ignored spill_bytes: negative (-8)" in notes
+
+
+def test_make_studio_says_where_studio_listens():
+    import subprocess
+
+    from conftest import REPO
+
+    dry = subprocess.run(["make", "-n", "studio"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert "http://127.0.0.1:2024" in dry and "smith.langchain.com/studio" in dry
+
+
+def test_building_the_package_warns_of_no_ignored_data_folder(tmp_path):
+    """Every data folder (prompts, cards, tasks, demo) is a listed package: no setuptools warning boxes."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    from conftest import REPO
+
+    pytest.importorskip("setuptools")
+    build = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            str(REPO),
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert build.returncode == 0, build.stderr[-2000:]
+    assert "would be ignored" not in build.stdout + build.stderr
