@@ -69,7 +69,8 @@ def load_run(thread_id: str, root: Path | None = None) -> Run:
     for d in candidates:
         if (d / "run.json").is_file():
             meta = json.loads((d / "run.json").read_text())
-            return Run(meta["thread_id"], d, meta["task_path"], Context(**meta["context"]))
+            saved = {k: v for k, v in meta["context"].items() if k in Context.model_fields}  # keys since removed
+            return Run(meta["thread_id"], d, meta["task_path"], Context(**saved))
     raise RunError(f"no run {thread_id!r} under {root or runs_root()} (looked for run.json)")
 
 
