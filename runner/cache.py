@@ -48,7 +48,7 @@ def put(name: str, key: str, value: Any) -> None:
     os.replace(tmp, path)
 
 
-def baseline_key(task_source: str, gpu: str, torch_version: str) -> str:
-    """Key of a task's baselines on one machine type."""
+def baseline_key(task_source: str, gpu: str, torch_version: str, precision: str = "fp32") -> str:
+    """Key of a task's baselines on one machine type under one precision policy."""
     digest = hashlib.sha256(task_source.encode()).hexdigest()[:16]
-    return f"{digest}|{gpu}|{torch_version}"
+    return f"{digest}|{gpu}|{torch_version}|{precision}"

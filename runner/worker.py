@@ -695,7 +695,7 @@ def _time_on_gpu(
         t_new = time_adaptive(lambda: run.new(*inputs))
     phase("timing")
     precision = req.get("precision", "fp32")
-    key = cache.baseline_key(Path(req["task_path"]).read_text(), gpu, torch.__version__) + f"|{precision}"
+    key = cache.baseline_key(Path(req["task_path"]).read_text(), gpu, torch.__version__, precision)
     base = cache.get("baselines", key) if req.get("baseline_cache", True) else None
     if not base:
         with torch.no_grad(), tf32_matmuls(precision == "tf32"):
