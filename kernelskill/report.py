@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
@@ -118,7 +119,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         note = e["error_digest"] or e["plan_reason"]
         if e.get("diagnosis"):
             note += f" (repair: {e['diagnosis']})"
-        note = note.replace("|", "/")[:160]
+        note = textwrap.shorten(note.replace("|", "/"), 160, placeholder=" ...")  # cut between words
         lines.append(
             f"| {e['round']} | {e['candidate_id']} | {e['skill_id'] or 'seed'} | {e['outcome']} | "
             f"{e['repairs']} | {rt} | {e['timing_kind'] or '-'} | {'yes' if e['improved'] else 'no'} | {note} |"

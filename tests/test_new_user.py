@@ -59,3 +59,34 @@ def test_building_the_package_warns_of_no_ignored_data_folder(tmp_path):
     )
     assert build.returncode == 0, build.stderr[-2000:]
     assert "would be ignored" not in build.stdout + build.stderr
+
+
+def test_report_notes_are_cut_between_words():
+    from kernelskill.report import render_markdown
+
+    entry = {
+        "round": 0,
+        "candidate_id": "r0-compiler-0",
+        "skill_id": None,
+        "outcome": "correct",
+        "repairs": 0,
+        "runtime_ms": None,
+        "timing_kind": None,
+        "improved": True,
+        "error_digest": "",
+        "plan_reason": "seed " + "wordy " * 60,
+    }
+    report = {
+        "thread_id": "t",
+        "task": "x.py",
+        "mode": "scripted",
+        "policy": {"precision": "fp32", "kernels": "any"},
+        "stop_reason": "done",
+        "attempts": [],
+        "best_review": None,
+        "trajectory": [entry],
+        "tokens": {},
+    }
+    row = next(line for line in render_markdown(report).splitlines() if line.startswith("| 0 |"))
+    note = row.rstrip(" |").rsplit("| ", 1)[1]
+    assert note.endswith("wordy ...") and len(note) <= 160
