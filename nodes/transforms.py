@@ -27,7 +27,7 @@ Each transform implements the method of the skill cards that name it (``transfor
   GEMMs missed the fp32 tolerance on level 1's 4096^3 matmuls and on attention (likely because every
   product goes into the running sum inside the tensor-core instruction, where Triton's ``tf32x3`` adds
   each tile's products to it in fp32) and, where correct, were never the fastest candidate
-  (docs/benchmarks.md, session 7).
+  (docs/benchmarks.md, "split GEMM").
 - ``flash_attention`` (card ``flash-attention``): a compiler seed whose graph has attention the fused kernel
   can take (header mark ``ATTENTION_MARK``: ``scaled_dot_product_attention`` or ``nn.MultiheadAttention``
   without masks, dropout or returned weights) recaptured with each such call as one fused Triton kernel

@@ -133,7 +133,7 @@ def launch_config(head_dim: int, v_dim: int) -> dict[str, int]:
     """Tile sizes and warps by head size.
 
     The configuration nearest the best of every dot precision (ieee / tf32x3 / tf32), measured on an H200 over
-    24 configurations on 2 shapes per class (docs/benchmarks.md, "Session 9"): within 8 % of each best on average
+    24 configurations on 2 shapes per class (docs/data/flash-sweep-h200.jsonl): within 8 % of each best on average
     for heads over 64, within 3 % for the others.
     """
     if max(head_dim, v_dim) > 64:

@@ -76,7 +76,7 @@ def variant_patches(variant: str, inductor_config: Any) -> dict[str, Any]:
     before benchmarking them: Inductor keeps them by default and each fails only after a full compile
     (level-3 LSTM, fp32, on an H200: 4 such configs per autotune, out-of-resource errors in the log).
     Pruning them removed those errors but not the LSTM capture's 18-30 s autotunes, whose cause is
-    still unknown (docs/benchmarks.md, session 5). The option is missing from older Inductor
+    still unknown (docs/benchmarks.md). The option is missing from older Inductor
     versions, which are left as they are.
     """
     patches = {**VARIANTS[variant], "fx_graph_cache": False}

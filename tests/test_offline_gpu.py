@@ -68,7 +68,7 @@ def test_dot_precision_and_its_tf32_recapture_on_a_linear_layer(tmp_path):
 def test_split_operand_recapture_of_fp32_gemms(tmp_path):
     """dot_precision's recapture (``split_gemm`` on) of a Triton-template seed with its GEMMs over 3xTF32
     split operands: correct at the fp32 tolerance on an MLP, all custom; its time against the
-    tf32x3 rewrite goes to the log. (Session 7: on level1/01's 4096^3 product it missed the tolerance,
+    tf32x3 rewrite goes to the log. (On an H200, on level1/01's 4096^3 product it missed the tolerance,
     0.002 off at |y| ~ 64, and the knob went off by default; this test then moved to level3/01.)"""
     from kernelskill.nodes.transforms import apply
     from kernelskill.runner.inductor_seed import SPLIT_GEMM_MARK
@@ -90,7 +90,7 @@ def test_split_operand_recapture_of_fp32_gemms(tmp_path):
 
 
 def test_compensated_repair_of_a_long_mat_vec(tmp_path):
-    """Session 3: Inductor's Triton GEMV (16384-long rows) was 6e-4 from float64 where the reference was
+    """On an H200, Inductor's Triton GEMV (16384-long rows) was 6e-4 from float64 where the reference was
     3e-5. The offline diagnoser's compensated_dot repair (Kahan over the K blocks) should pass."""
     from kernelskill.runner.accumulation import compensated
 
@@ -104,7 +104,7 @@ def test_compensated_repair_of_a_long_mat_vec(tmp_path):
     kahan = run_review(task, repaired, tmp_path, "kahan", device="cuda")
     assert kahan["status"] == "correct", (kahan.get("error_digest"), plain["status"])
     assert plain["status"] != "correct", "the plain seed passed: this test no longer exercises the repair"
-    # timed like any success; session 5 (H200): 1.14 ms, 0.23x eager's cuBLAS GEMV. The plain seed is not
+    # timed like any success; on an H200: 1.14 ms, 0.23x eager's cuBLAS GEMV. The plain seed is not
     # timed (wrong output), so the repair's own cost is unknown; Inductor's template runs M / 128 blocks
     assert kahan["custom_kernel"] and kahan["timing_kind"] == "cuda_events" and kahan["runtime_ms"] > 0
 
@@ -160,7 +160,7 @@ def test_conv_gemm_recapture_of_a_resnet_block(tmp_path):
 
 
 def test_unrolled_lstm_gets_a_triton_template_seed(tmp_path):
-    """Session 5: the LSTM's `triton` capture never finished (an autotune per step's x[:, t] @ W, 18-30 s
+    """On an H200, the LSTM's `triton` capture never finished (an autotune per step's x[:, t] @ W, 18-30 s
     each from the 7th on). With the input projections hoisted into one GEMM it should, within its limit."""
     task = TASKS / "level3" / "07_lstm_unrolled.py"
     template = capture_variant(Context(), str(task), "triton", tmp_path)
@@ -176,8 +176,9 @@ def test_flash_attention_recapture_fuses_attention(tmp_path, task_file):
     """The flash_attention skill: the Triton-template seed (attention's math path, the score matrix through
     memory) recaptured with each attention as one fused Triton kernel. Every candidate it proposes is
     reviewed; the fused ones must be correct custom kernels at least in exact fp32 or tf32x3, and the
-    times of all go to the log (session 8: the math path's seed 8.17 ms on L1 57, torch.compile 3.37; session 9:
-    passed, and with the swept launch configuration the fused tf32x3 candidate took 3.40 ms in the eval)."""
+    times of all go to the log (on an H200: the math path's seed 8.17 ms on L1 57, torch.compile 3.37; with the
+    fused kernel: passed, and with the swept launch configuration the fused tf32x3 candidate took 3.40 ms in the
+    eval)."""
     from kernelskill.nodes.transforms import applicable, apply
     from kernelskill.runner.inductor_seed import FLASH_MARK
 
