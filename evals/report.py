@@ -57,6 +57,7 @@ def build_summary(out: Path, price_in: float | None = None, price_out: float | N
         "max_rounds": (meta.get("context") or {}).get("max_rounds"),
         "device": (meta.get("context") or {}).get("device"),
         "task_timeout_s": meta.get("task_timeout_s"),
+        "workers": workers_line([str(s.get("gpus", "")) for s in meta.get("sessions", [])]),
         "prices": prices,
         "elapsed_s": sum(float(s.get("elapsed_s") or 0) for s in meta.get("sessions", [])),
         "partial": overall["pending"] > 0,
@@ -154,6 +155,23 @@ def _metric_lines(m: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def workers_line(launches: list[str]) -> str:
+    """How the launches of an eval spread its tasks: workers per GPU, and whether GPUs were shared."""
+    seen = []
+    for gpus in launches:
+        ids = [g.strip() for g in gpus.split(",") if g.strip()]
+        if not ids:
+            text = "one worker, default device"
+        else:
+            per = {g: ids.count(g) for g in dict.fromkeys(ids)}
+            text = ", ".join(f"{n} on GPU {g}" for g, n in per.items())
+            if max(per.values()) > 1:
+                text += " (a shared GPU's timings held it alone)"
+        if text not in seen:
+            seen.append(text)
+    return "; then ".join(seen)
+
+
 def summary_markdown(summary: dict[str, Any]) -> str:
     """The Markdown report: metrics per level and overall, speedup per round, plots, per-task table."""
     levels = summary["levels"]
@@ -169,6 +187,8 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         "(all sessions)",
         f"- policies: {policy_line(summary['policy'])}",
     ]
+    if summary.get("workers"):
+        lines.append(f"- workers: {summary['workers']}")
     if summary["partial"]:
         lines.append(
             f"- **PARTIAL**: {overall['finished']} of {overall['tasks']} tasks finished; rates are over the "

@@ -10,6 +10,9 @@ that timed out) is never re-run; a task with a run directory but no report resum
 checkpoint. Ctrl-C stops the running tasks, writes a partial summary and prints the command that
 resumes the run. With several GPU workers each gets its own share of the CPU cores
 (``KERNELSKILL_CPUS``): a task's compile pool then never competes with another GPU's timing loop.
+A GPU named more than once (``--gpus 0,0,0``) runs that many workers on it; they share its lock
+(:mod:`kernelskill.runner.gpu_share`): kernels of several tasks may run at once, but every timing of
+record holds the GPU alone.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from rich.console import Console
 
 from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
+from kernelskill.runner import gpu_share
 from kernelskill.runner.env import CPUS_ENV, cpu_shares
 
 from .metrics import task_row
@@ -205,10 +209,19 @@ def context_flags(ctx: Context) -> list[str]:
     return flags
 
 
-def task_job(spec: TaskSpec, runs: Path, gpu: str, ctx: Context, timeout_s: float, cpus: Sequence[int] = ()) -> TaskJob:
+def task_job(
+    spec: TaskSpec,
+    runs: Path,
+    gpu: str,
+    ctx: Context,
+    timeout_s: float,
+    cpus: Sequence[int] = (),
+    share_dir: Path | None = None,
+) -> TaskJob:
     """The launch of one task: ``optimize`` the first time, ``resume`` when its run directory exists.
 
     ``cpus``: this GPU worker's share of the cores (``KERNELSKILL_CPUS``; see ``runner.env``).
+    ``share_dir``: the GPU's lock directory when several workers share it (``runner.gpu_share``).
     """
     run_dir = runs / spec.key
     cmd = [sys.executable, "-m", "kernelskill.cli"]
@@ -221,6 +234,9 @@ def task_job(spec: TaskSpec, runs: Path, gpu: str, ctx: Context, timeout_s: floa
         env["CUDA_VISIBLE_DEVICES"] = gpu
     if cpus:
         env[CPUS_ENV] = ",".join(map(str, cpus))
+    env.pop(gpu_share.ENV, None)
+    if share_dir is not None:  # absolute: each process runs in its own working directory
+        env[gpu_share.ENV] = str(Path(share_dir).resolve())
     return TaskJob(spec, run_dir, cmd, env, timeout_s)
 
 
@@ -364,13 +380,14 @@ def _save_meta(
     write_json(out / "eval.json", meta)
 
 
-def _add_session(out: Path, started: float, interrupted: bool) -> None:
+def _add_session(out: Path, started: float, interrupted: bool, gpus: str) -> None:
     meta = read_meta(out)
     meta.setdefault("sessions", []).append(
         {
             "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
             "elapsed_s": time.time() - started,
             "interrupted": interrupted,
+            "gpus": gpus,
         }
     )
     write_json(out / "eval.json", meta)
@@ -428,7 +445,8 @@ def run_eval(
     hint = resume_command(levels, tasks_dir, limit, gpus, ctx, task_timeout_s, out)
     launcher = launch or SubprocessLauncher()
     workers = [g.strip() for g in gpus.split(",") if g.strip()] or [""]
-    shares = dict(zip(workers, cpu_shares(len(workers)), strict=True))
+    shares = cpu_shares(len(workers))
+    shared_gpus = {g for g in workers if g and workers.count(g) > 1}
     todo: queue.Queue[TaskSpec] = queue.Queue()
     stop = threading.Event()
     started = time.time()
@@ -459,13 +477,14 @@ def run_eval(
         )
         progress = _Progress(console, len(specs), finished + unusable, todo.qsize())
 
-        def work(gpu: str) -> None:
+        def work(index: int, gpu: str) -> None:
+            share_dir = out / "gpu-share" / f"gpu{gpu}" if gpu in shared_gpus else None
             while not stop.is_set():
                 try:
                     spec = todo.get_nowait()
                 except queue.Empty:
                     return
-                job = task_job(spec, runs, gpu, ctx, task_timeout_s, shares[gpu])
+                job = task_job(spec, runs, gpu, ctx, task_timeout_s, shares[index], share_dir)
                 try:
                     result = launcher(job)
                 except Exception as e:  # a launcher failure is this task's error, not the suite's
@@ -476,7 +495,10 @@ def run_eval(
                 row = task_row(spec, job.run_dir)
                 progress.task_done(spec, row["status"], result.wall_s, row["speedup_vs_eager"])
 
-        threads = [threading.Thread(target=work, args=(g,), daemon=True, name=f"eval-{g}") for g in workers]
+        threads = [
+            threading.Thread(target=work, args=(i, g), daemon=True, name=f"eval-{i}-gpu{g}")
+            for i, g in enumerate(workers)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -491,7 +513,7 @@ def run_eval(
             kill_all()
         for t in threads:
             t.join(timeout=30)
-    _add_session(out, started, interrupted)
+    _add_session(out, started, interrupted, gpus)
     summary = rebuild(out)
     _say(console, summary_markdown(summary))
     _say(console, f"summary: {out / 'summary.md'}")

@@ -73,6 +73,12 @@ def task_files(level: int, tasks_dir: Path | None, limit: int) -> list[Path]:
     return files[:limit] if limit else files
 
 
+def default_level(tasks_dir: Path | None) -> str:
+    """The level a run labels its tasks with when ``--level`` is not given: N for a folder ``levelN``, else 1."""
+    m = re.fullmatch(r"level(\d+)", Path(tasks_dir).resolve().name) if tasks_dir is not None else None
+    return m.group(1) if m else "1"
+
+
 def check_levels(levels: list[int], tasks_dir: Path | None) -> None:
     """Raise ValueError naming what is wrong with ``levels`` / ``tasks_dir`` (see :func:`select_tasks`)."""
     if tasks_dir is None:

@@ -28,12 +28,24 @@ def register(app: typer.Typer) -> None:
 @eval_app.callback()
 def eval_cmd(
     typer_ctx: typer.Context,
-    level: Annotated[str, typer.Option(help="Task level of the bundled suite: 1, 2 or 3, or several as 1,2,3.")] = "1",
+    level: Annotated[
+        str | None,
+        typer.Option(
+            help="Task level of the bundled suite: 1, 2 or 3, or several as 1,2,3 (default 1; with --tasks, "
+            "N for a folder named levelN, else 1: it labels the tasks)."
+        ),
+    ] = None,
     tasks: Annotated[
         Path | None, typer.Option(help="A folder of task files instead (e.g. a KernelBench level folder).")
     ] = None,
     limit: Annotated[int, typer.Option(help="At most this many tasks per level (0 = all).")] = 0,
-    gpus: Annotated[str, typer.Option(help="Comma-separated GPU ids, one worker each (empty = one worker).")] = "",
+    gpus: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated GPU ids, one worker each (empty = one worker); an id named twice (0,0) "
+            "runs two workers on that GPU, each timing still holding it alone."
+        ),
+    ] = "",
     out: Annotated[Path | None, typer.Option(help="Eval run directory (reuse one to resume).")] = None,
     scripted: Annotated[str | None, typer.Option(help="Scripted-model file.")] = None,
     model: Annotated[str | None, typer.Option(help="Chat model for every role.")] = None,
@@ -65,10 +77,10 @@ def eval_cmd(
     if typer_ctx.invoked_subcommand is not None:
         return
     from kernelskill.evals.runner import run_eval
-    from kernelskill.evals.suite import check_levels, parse_levels
+    from kernelskill.evals.suite import check_levels, default_level, parse_levels
 
     try:
-        levels = parse_levels(level)
+        levels = parse_levels(level or default_level(tasks))
     except ValueError as e:
         console.print(f"[red]--level: {e}[/]")
         raise typer.Exit(2) from None

@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import gpu_share
 from .env import tf32_matmuls
 from .sandbox import request_paths
 from .static_check import HEAVY_LIBRARY_OPS, library_calls
@@ -452,23 +453,29 @@ def build(req: dict[str, Any]) -> dict[str, Any]:
     task_path, variant = req["task_path"], req.get("variant", "default")
     seed = int(req.get("seed", 42))
     try:
-        cap = capture(
-            task_path,
-            variant,
-            seed=seed,
-            tf32=bool(req.get("tf32")),
-            conv_gemm=bool(req.get("conv_gemm")),
-            split_gemm=bool(req.get("split_gemm")),
-            flash=bool(req.get("flash")),
-            reformulate=bool(req.get("reformulate", True)),
-        )
-        source = emit_candidate(Path(task_path).read_text(), cap)
-        problem = self_check(task_path, source, seed=seed)
+        with gpu_share.shared():  # no-op unless workers share the GPU: then timings wait for this
+            return _capture_and_check(req, task_path, variant, seed)
     except SeedError as e:
         return {"ok": False, "error": str(e), "variant": variant}
     except Exception as e:  # noqa: BLE001 - anything the compiler or the task raises is this variant's failure
         msg = str(e).strip().splitlines()
         return {"ok": False, "error": f"{type(e).__name__}: {msg[0][:300] if msg else ''}", "variant": variant}
+
+
+def _capture_and_check(req: dict[str, Any], task_path: str, variant: str, seed: int) -> dict[str, Any]:
+    """:func:`build`'s work: capture the variant, emit the candidate, self-check it."""
+    cap = capture(
+        task_path,
+        variant,
+        seed=seed,
+        tf32=bool(req.get("tf32")),
+        conv_gemm=bool(req.get("conv_gemm")),
+        split_gemm=bool(req.get("split_gemm")),
+        flash=bool(req.get("flash")),
+        reformulate=bool(req.get("reformulate", True)),
+    )
+    source = emit_candidate(Path(task_path).read_text(), cap)
+    problem = self_check(task_path, source, seed=seed)
     meta = {k: v for k, v in cap.items() if k != "code"}
     if problem:
         return {"ok": False, "error": f"self-check failed: {problem}", "variant": variant, "capture": meta}

@@ -21,6 +21,8 @@ import sys
 import types
 from typing import Any
 
+from . import gpu_share
+
 NCU_METRICS = {
     "gpu__time_duration.sum": "duration_ns",
     "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram_throughput_pct",
@@ -204,8 +206,10 @@ def run_ncu(request: dict[str, Any], workdir: str, timeout_s: float = 240.0) -> 
         "ncu", "--csv", "--clock-control", "none", "--nvtx", "--nvtx-include", f"{NVTX_RANGE}/",
         "--metrics", metrics, sys.executable, "-m", "kernelskill.runner.profiling", target,
     ]  # fmt: skip
+    env = gpu_share.without_share(dict(os.environ))  # the child runs inside this process's hold
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        with gpu_share.exclusive():  # ncu replays kernels: nothing else on the GPU meanwhile
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"ncu exceeded {timeout_s:g} s"}
     parsed = parse_ncu_csv(proc.stdout)

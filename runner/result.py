@@ -56,6 +56,7 @@ class ReviewResult(TypedDict, total=False):
     phases: dict[str, float]  # seconds spent per evaluation phase
     probe: dict[str, Any]  # a task probe's findings: input / output shapes and dtypes, the device
     wall_s: float
+    gpu_wait_s: dict[str, float]  # seconds waited for a shared GPU's lock (shared / exclusive holds)
 
 
 def failure(status: ReviewStatus, digest: str, detail: str = "", candidate_id: str = "", **extra: Any) -> ReviewResult:

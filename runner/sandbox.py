@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from . import gpu_share
 from .result import ReviewResult, failure
 
 _SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.I)
@@ -106,6 +107,15 @@ def run_review(
         return failure(out.status, out.digest, out.log_tail, candidate_id, wall_s=out.wall_s)
     result: ReviewResult = out.result
     result.setdefault("wall_s", out.wall_s)
+    if gpu_share.active() and not options.get("gpu_alone") and _out_of_memory(result):
+        # on a shared GPU another task's memory may be the cause: once more holding the GPU alone
+        again = run_review(
+            task_path, source, workdir, candidate_id, timeout_s, device, **{**options, "gpu_alone": True}
+        )
+        again.setdefault("warnings", []).insert(
+            0, f"reviewed again holding the shared GPU alone after: {result.get('error_digest', '')[:200]}"
+        )
+        return again
     if result.get("status") == "harness_error" and not options.get("low_memory"):
         # the reviewer's own failure: once more in low-memory mode (never charged to the candidate)
         again = run_review(
@@ -114,6 +124,11 @@ def run_review(
         again.setdefault("warnings", []).insert(0, f"reviewed again in low-memory mode after: {result['error_digest']}")
         return again
     return result
+
+
+def _out_of_memory(result: ReviewResult) -> bool:
+    text = f"{result.get('error_digest', '')} {result.get('error_detail', '')}".lower()
+    return result.get("status") != "correct" and ("out of memory" in text or "outofmemoryerror" in text)
 
 
 def probe_task(
@@ -133,6 +148,12 @@ def probe_task(
         return failure(out.status, out.digest, out.log_tail, "probe", wall_s=out.wall_s)
     result: ReviewResult = out.result
     result.setdefault("wall_s", out.wall_s)
+    if gpu_share.active() and _out_of_memory(result):  # another task's memory? once more, the GPU alone
+        out = run_child(REVIEW_MODULE, {**req, "gpu_alone": True}, work, "probe", timeout_s, env_extra=review_env())
+        if isinstance(out, ChildFailure):
+            return failure(out.status, out.digest, out.log_tail, "probe", wall_s=out.wall_s)
+        result = out.result
+        result.setdefault("wall_s", out.wall_s)
     return result
 
 

@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from . import gpu_share
+
 
 def _mean_std(samples: list[float]) -> tuple[float, float]:
     """Mean and sample standard deviation in floating point.
@@ -57,10 +59,13 @@ def time_cuda(fn: Callable[[], Any], trials: int = 50, warmup: int = 5, flush_by
     import torch
 
     flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device="cuda")
-    for _ in range(warmup):
-        fn()
+    fn()  # a first call may compile: outside the exclusive hold
     torch.cuda.synchronize()
-    samples = [_timed_trial(fn, flush) for _ in range(trials + 1)]
+    with gpu_share.exclusive():
+        for _ in range(warmup):
+            fn()
+        torch.cuda.synchronize()
+        samples = [_timed_trial(fn, flush) for _ in range(trials + 1)]
     stats = summarize(samples[1:])
     stats["kind"] = "cuda_events"
     return stats
@@ -91,30 +96,33 @@ def time_adaptive(
     Warm-up of at least 3 calls and ``warmup_s`` seconds of back-to-back calls (a GPU idle during
     the evaluation's start-up is at low clocks; 25 ms of warm-up once left a 17 % spread between
     evaluations on an H200), an L2 flush before every trial, the first trial dropped; at least
-    ``min_trials`` and at most ``max_trials`` trials, or until ``budget_s`` is spent.
+    ``min_trials`` and at most ``max_trials`` trials, or until ``budget_s`` is spent. The first call
+    (which may compile) runs before, and the warm-up and trials inside, the GPU's exclusive hold
+    (:mod:`.gpu_share`: no-op unless workers share the GPU).
     """
     import torch
 
     flush = torch.empty((256 << 20) // 4, dtype=torch.int32, device="cuda")
-    t0 = time.perf_counter()
     fn()
     torch.cuda.synchronize()
-    calls = 1
-    while calls < 3 or time.perf_counter() - t0 < warmup_s:
-        fn()
-        calls += 1
-    torch.cuda.synchronize()
-    samples: list[float] = []
-    start_all = time.perf_counter()
-    while True:
-        samples.append(_timed_trial(fn, flush))
-        kept = samples[1:]
-        if len(kept) >= min_trials and len(kept) % 10 == 0:
-            mean, std = _mean_std(kept)
-            if 1.96 * std / math.sqrt(len(kept)) <= rel_ci * mean or len(kept) >= max_trials:
-                break
-            if time.perf_counter() - start_all > budget_s:
-                break
+    with gpu_share.exclusive():
+        t0 = time.perf_counter()
+        calls = 0
+        while calls < 2 or time.perf_counter() - t0 < warmup_s:
+            fn()
+            calls += 1
+        torch.cuda.synchronize()
+        samples: list[float] = []
+        start_all = time.perf_counter()
+        while True:
+            samples.append(_timed_trial(fn, flush))
+            kept = samples[1:]
+            if len(kept) >= min_trials and len(kept) % 10 == 0:
+                mean, std = _mean_std(kept)
+                if 1.96 * std / math.sqrt(len(kept)) <= rel_ci * mean or len(kept) >= max_trials:
+                    break
+                if time.perf_counter() - start_all > budget_s:
+                    break
     stats = summarize(samples[1:])
     stats["kind"] = "cuda_events"
     return stats

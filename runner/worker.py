@@ -7,6 +7,7 @@ interpreter flag must be set before triton is first imported.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from . import gpu_share
 from .correctness import float64_reference
 from .env import tf32_matmuls
 from .result import ReviewResult, failure
@@ -256,28 +258,37 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
         bad = _load(ev)
         if bad:
             return bad
-        _reference_phase(ev)
-        if req.get("probe"):
-            return _probe_result(ev)
-        bad = (
-            _build_candidate(ev) or _correctness(ev) or _kernels_ran(ev) or _compile_check(ev) or _precision_policy(ev)
-        )
-        if bad:
-            return bad
-        result = _passed(ev)
-        _timing(ev, result)
-        bad = _recheck(ev)
-        if bad:
-            return bad
-        if ev.use_cuda:
-            _profile_on_gpu(req, ev, ev.timing_inputs, result, ev.gpu, ev.launched)
-            ev.phase("profile")
+        hold = gpu_share.exclusive() if req.get("gpu_alone") else gpu_share.shared()  # timings: exclusive
+        with hold if ev.use_cuda else contextlib.nullcontext():
+            result = _on_device(ev)
     except TaskError as e:
         return failure("invalid_task", str(e), "", ev.cid, **ev.common)
     except Exception as e:  # noqa: BLE001 - the reviewer's own failure, never charged to the candidate
         return _harness_error(ev, e)
+    waited = gpu_share.waited()
+    if waited is not None:
+        result["gpu_wait_s"] = waited
     result["phases"] = ev.phases
     result["wall_s"] = time.perf_counter() - ev.t_start
+    return result
+
+
+def _on_device(ev: Evaluation) -> ReviewResult:
+    """The phases that run kernels: reference, candidate, checks, timing, re-check, profile."""
+    _reference_phase(ev)
+    if ev.req.get("probe"):
+        return _probe_result(ev)
+    bad = _build_candidate(ev) or _correctness(ev) or _kernels_ran(ev) or _compile_check(ev) or _precision_policy(ev)
+    if bad:
+        return bad
+    result = _passed(ev)
+    _timing(ev, result)
+    bad = _recheck(ev)
+    if bad:
+        return bad
+    if ev.use_cuda:
+        _profile_on_gpu(ev.req, ev, ev.timing_inputs, result, ev.gpu, ev.launched)
+        ev.phase("profile")
     return result
 
 

@@ -556,3 +556,11 @@ def test_gpu_workers_get_disjoint_cpu_shares(monkeypatch, tmp_path):
         [sys.executable, "-c", code], env={**os.environ, env.CPUS_ENV: "0"}, capture_output=True, text=True
     )
     assert out.stdout.split() == ["[0]", "[0]"], out.stderr  # pinned, and what it starts inherits it
+
+
+def test_a_level_folder_labels_its_tasks(tmp_path):
+    from kernelskill.evals.suite import default_level
+
+    assert default_level(None) == "1" and default_level(tmp_path) == "1"
+    (tmp_path / "level2").mkdir()
+    assert default_level(tmp_path / "level2") == "2" and default_level(tmp_path / "level2" / ".") == "2"

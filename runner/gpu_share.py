@@ -1,0 +1,137 @@
+"""Several evaluations on one GPU with exclusive timings: a reader-writer lock across processes.
+
+``kernelskill eval --gpus 0,0,0`` runs three task workers on GPU 0. Every process that runs kernels
+on that GPU holds its lock *shared* while it does (the reference, correctness checks, compiler-seed
+captures), and a timing of record (CUDA events: a candidate, eager, torch.compile) holds it
+*exclusive*. While a candidate or a baseline is timed, no other process's kernels run on that GPU;
+only CPU work (compiling, planning) goes on beside it, on the other workers' own cores.
+
+Writers go first: a timing that waits closes a turnstile that new shared holders must pass, so it
+waits only for the shared holders already in, never behind a stream of new ones. A process that
+holds the lock shared and starts a timing gives its share up first (no deadlock between two such
+processes) and takes it back afterwards.
+
+The lock files live in the directory named by ``KERNELSKILL_GPU_SHARE`` (one directory per physical
+GPU; the eval sets it only where workers share a GPU). Without it every function here is a no-op.
+The locks are ``flock`` locks: the kernel releases them when a process dies, a killed one too.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+ENV = "KERNELSKILL_GPU_SHARE"
+
+
+@dataclass
+class _Holder:
+    """This process's hold on one lock directory (locks belong to open files, one pair per process)."""
+
+    gate: IO[bytes]
+    data: IO[bytes]
+    shared: int = 0
+    exclusive: int = 0
+    pid: int = field(default_factory=os.getpid)  # a forked child opens its own files
+    waited_s: dict[str, float] = field(default_factory=lambda: {"shared": 0.0, "exclusive": 0.0})
+
+
+_HOLDERS: dict[str, _Holder] = {}
+
+
+def active() -> bool:
+    """True when this process's GPU is shared with other workers."""
+    return bool(os.environ.get(ENV, "").strip())
+
+
+def _holder() -> _Holder | None:
+    where = os.environ.get(ENV, "").strip()
+    if not where:
+        return None
+    if not os.path.isabs(where):  # processes of one GPU run in different directories
+        raise ValueError(f"{ENV} must be an absolute path, not {where!r}")
+    if where not in _HOLDERS or _HOLDERS[where].pid != os.getpid():
+        Path(where).mkdir(parents=True, exist_ok=True)
+        _HOLDERS[where] = _Holder(open(Path(where) / "gate.lock", "a+b"), open(Path(where) / "gpu.lock", "a+b"))  # noqa: SIM115
+    return _HOLDERS[where]
+
+
+def _enter_shared(h: _Holder) -> None:
+    t0 = time.perf_counter()
+    fcntl.flock(h.gate, fcntl.LOCK_EX)  # pass the turnstile: wait while a timing is queued
+    fcntl.flock(h.gate, fcntl.LOCK_UN)
+    fcntl.flock(h.data, fcntl.LOCK_SH)
+    h.waited_s["shared"] += time.perf_counter() - t0
+
+
+@contextmanager
+def shared() -> Iterator[None]:
+    """Hold the GPU shared: other processes' work may run beside this, but no timing of record."""
+    h = _holder()
+    if h is None or h.shared or h.exclusive:
+        if h is not None:
+            h.shared += 1
+        try:
+            yield
+        finally:
+            if h is not None:
+                h.shared -= 1
+        return
+    _enter_shared(h)
+    h.shared += 1
+    try:
+        yield
+    finally:
+        h.shared -= 1
+        if not h.shared and not h.exclusive:
+            fcntl.flock(h.data, fcntl.LOCK_UN)
+
+
+@contextmanager
+def exclusive() -> Iterator[None]:
+    """Hold the GPU alone (for a timing of record): waits for the shared holders already in."""
+    h = _holder()
+    if h is None or h.exclusive:
+        if h is not None:
+            h.exclusive += 1
+        try:
+            yield
+        finally:
+            if h is not None:
+                h.exclusive -= 1
+        return
+    had_share = h.shared > 0
+    if had_share:
+        fcntl.flock(h.data, fcntl.LOCK_UN)  # give the share up before queueing (see the module doc)
+    t0 = time.perf_counter()
+    fcntl.flock(h.gate, fcntl.LOCK_EX)
+    try:
+        fcntl.flock(h.data, fcntl.LOCK_EX)
+    finally:
+        fcntl.flock(h.gate, fcntl.LOCK_UN)
+    h.waited_s["exclusive"] += time.perf_counter() - t0
+    h.exclusive += 1
+    try:
+        yield
+    finally:
+        h.exclusive -= 1
+        fcntl.flock(h.data, fcntl.LOCK_UN)
+        if had_share:
+            _enter_shared(h)
+
+
+def waited() -> dict[str, float] | None:
+    """Seconds this process has waited for the GPU lock (``None`` when the GPU is not shared)."""
+    h = _holder()
+    return None if h is None else {k: round(v, 3) for k, v in h.waited_s.items()}
+
+
+def without_share(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a child that runs inside this process's hold (it must not queue for the lock itself)."""
+    return {k: v for k, v in env.items() if k != ENV}

@@ -1,0 +1,179 @@
+"""Workers sharing one GPU: shared holds overlap, an exclusive hold (a timing) overlaps nothing."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelskill.runner import gpu_share
+
+CTX = mp.get_context("spawn")  # a fresh interpreter per process, as the eval's task workers are
+
+
+def _hold(lock_dir: str, log: str, name: str, kind: str, start_after: float, hold_s: float, t0: float) -> None:
+    """Wait until ``t0 + start_after``, hold the lock for ``hold_s``, log when the hold began and ended."""
+    os.environ[gpu_share.ENV] = lock_dir
+    time.sleep(max(0.0, t0 + start_after - time.time()))
+    asked = time.time()
+    if kind == "upgrade":  # holds shared, then times (exclusive) inside, as a review does
+        with gpu_share.shared():
+            time.sleep(hold_s)
+            with gpu_share.exclusive():
+                began = time.time()
+                time.sleep(hold_s)
+                ended = time.time()
+    else:
+        with gpu_share.shared() if kind == "shared" else gpu_share.exclusive():
+            began = time.time()
+            time.sleep(hold_s)
+            ended = time.time()
+    row = {"name": name, "kind": kind, "asked": asked, "began": began, "ended": ended, "waited": gpu_share.waited()}
+    with open(log, "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+def _run(tmp_path: Path, plan: list[tuple[str, str, float, float]], limit_s: float = 30.0) -> dict[str, dict]:
+    log = tmp_path / "log.jsonl"
+    t0 = time.time() + 1.5  # every process is up before the first hold
+    procs = [
+        CTX.Process(target=_hold, args=(str(tmp_path / "locks"), str(log), name, kind, after, hold, t0))
+        for name, kind, after, hold in plan
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(limit_s)
+    alive = [p for p in procs if p.is_alive()]
+    for p in alive:
+        p.kill()
+    assert not alive, "a process never got the lock (deadlock?)"
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    return {r["name"]: r for r in rows}
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    return a["began"] < b["ended"] and b["began"] < a["ended"]
+
+
+def test_a_relative_lock_directory_is_refused(monkeypatch):
+    monkeypatch.setenv(gpu_share.ENV, "relative/locks")
+    with pytest.raises(ValueError, match="absolute"), gpu_share.shared():
+        pass
+
+
+def test_without_the_variable_nothing_is_locked(monkeypatch):
+    monkeypatch.delenv(gpu_share.ENV, raising=False)
+    with gpu_share.shared(), gpu_share.exclusive(), gpu_share.exclusive():
+        pass
+    assert gpu_share.waited() is None
+    assert gpu_share.without_share({"A": "1", gpu_share.ENV: "x"}) == {"A": "1"}
+
+
+def test_shared_holds_overlap_and_an_exclusive_one_overlaps_nothing(tmp_path):
+    rows = _run(
+        tmp_path,
+        [
+            ("s1", "shared", 0.0, 0.8),
+            ("s2", "shared", 0.1, 0.8),
+            ("x", "exclusive", 0.3, 0.4),
+            ("s3", "shared", 0.5, 0.3),
+        ],
+    )
+    assert _overlap(rows["s1"], rows["s2"])  # readers run together
+    for reader in ("s1", "s2", "s3"):
+        assert not _overlap(rows["x"], rows[reader]), reader
+    # the timing asked while s1 and s2 held: it waited for them, not for s3, which asked after it
+    assert rows["x"]["began"] >= max(rows["s1"]["ended"], rows["s2"]["ended"]) - 0.01
+    assert rows["s3"]["began"] >= rows["x"]["ended"] - 0.01
+    assert rows["x"]["waited"]["exclusive"] > 0.2
+
+
+def test_two_holders_that_both_start_timing_do_not_deadlock(tmp_path):
+    rows = _run(tmp_path, [("a", "upgrade", 0.0, 0.5), ("b", "upgrade", 0.05, 0.5), ("s", "shared", 0.2, 0.5)])
+    assert not _overlap(rows["a"], rows["b"])
+    assert not _overlap(rows["a"], rows["s"]) and not _overlap(rows["b"], rows["s"])
+
+
+def test_a_killed_holder_frees_the_gpu(tmp_path):
+    lock_dir = str(tmp_path / "locks")
+    p = CTX.Process(
+        target=_hold, args=(lock_dir, str(tmp_path / "dead.jsonl"), "dead", "exclusive", 0.0, 60.0, time.time())
+    )
+    p.start()
+    time.sleep(2.0)
+    p.kill()
+    p.join()
+    rows = _run(tmp_path, [("after", "exclusive", 0.0, 0.1)])
+    assert rows["after"]["waited"]["exclusive"] < 5
+
+
+@pytest.mark.parametrize("gpus, shared", [("0,1", False), ("0,0", True)])
+def test_eval_shares_a_gpu_named_twice(tmp_path, monkeypatch, gpus, shared):
+    from test_evals import FakeLauncher, make_task, quiet
+
+    from kernelskill.evals.runner import run_eval
+    from kernelskill.graph.context import Context
+
+    tasks = tmp_path / "tasks"
+    for name in ("a", "b", "c"):
+        make_task(tasks, name)
+    launcher = FakeLauncher()
+    monkeypatch.chdir(tmp_path)  # a relative --out: every process must still find the same lock
+    run_eval([1], tasks, 0, gpus, Path("eval"), Context(scripted="s.json"), quiet(), launch=launcher)
+    assert len(launcher.jobs) == 3
+    for job in launcher.jobs:
+        share = job.env.get(gpu_share.ENV)
+        if shared:
+            assert share == str(tmp_path / "eval" / "gpu-share" / "gpu0") and job.env["CUDA_VISIBLE_DEVICES"] == "0"
+        else:
+            assert share is None
+
+
+def test_the_summary_says_how_workers_shared_gpus():
+    from kernelskill.evals.report import workers_line
+
+    assert workers_line([]) == ""
+    assert workers_line(["", ""]) == "one worker, default device"
+    assert workers_line(["0,1"]) == "1 on GPU 0, 1 on GPU 1"
+    assert workers_line(["0", "0,0,0"]) == "1 on GPU 0; then 3 on GPU 0 (a shared GPU's timings held it alone)"
+
+
+OOM_CANDIDATE = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _relu(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=offs < n), 0.0), mask=offs < n)
+
+
+class ModelNew(torch.nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+
+    def forward(self, x):
+        if x.numel() > 0:  # as a kernel asking for too much memory would
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB")
+        _relu[(1,)](x, x.numel(), BLOCK=128)
+        return x
+"""
+
+
+def test_on_a_shared_gpu_an_out_of_memory_is_reviewed_again_holding_it_alone(tmp_path, monkeypatch):
+    from kernelskill.runner.sandbox import run_review
+
+    task = Path(__file__).parent / "fixtures" / "tasks" / "scale_relu.py"
+    alone = run_review(task, OOM_CANDIDATE, tmp_path / "alone", "oom", device="cpu", timeout_s=120)
+    assert alone["status"] == "runtime_error" and not any("alone" in w for w in alone.get("warnings", []))
+    monkeypatch.setenv(gpu_share.ENV, str(tmp_path / "locks"))
+    shared = run_review(task, OOM_CANDIDATE, tmp_path / "shared", "oom", device="cpu", timeout_s=120)
+    assert shared["status"] == "runtime_error"  # still the candidate's own, once the GPU was its alone
+    assert shared["warnings"][0].startswith("reviewed again holding the shared GPU alone after:")

@@ -1,0 +1,52 @@
+"""A shared GPU and the precision policies on a real GPU (marked gpu: skipped without CUDA)."""
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from kernelskill.runner import gpu_share
+from kernelskill.runner.sandbox import run_review
+
+pytestmark = pytest.mark.gpu
+
+TASKS = Path(__file__).parent.parent / "evals" / "tasks"
+GELU_TASK = TASKS / "level1" / "14_gelu.py"
+GELU = Path(__file__).parent / "fixtures" / "solutions" / "14_gelu.py"
+
+
+def test_reviews_sharing_a_gpu_all_finish_and_say_how_long_they_waited(tmp_path, monkeypatch):
+    monkeypatch.setenv(gpu_share.ENV, str(tmp_path / "locks"))
+    results = {}
+
+    def one(i):
+        results[i] = run_review(
+            GELU_TASK, GELU.read_text(), tmp_path / f"w{i}", f"gelu{i}", device="cuda", baseline_cache=False
+        )
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    assert len(results) == 3
+    for r in results.values():
+        assert r["status"] == "correct", r.get("error_digest")
+        assert set(r["gpu_wait_s"]) == {"shared", "exclusive"}
+    assert sum(r["gpu_wait_s"]["exclusive"] for r in results.values()) > 0  # timings queued behind each other
+    medians = sorted(r["runtime_ms"] for r in results.values())
+    assert medians[-1] < 1.15 * medians[0], medians  # exclusive timings agree
+
+
+@pytest.mark.parametrize("precision", ["fp32", "tf32"])
+def test_baselines_follow_the_precision_policy(tmp_path, precision):
+    r = run_review(
+        GELU_TASK, GELU.read_text(), tmp_path, "gelu", device="cuda", precision=precision, baseline_cache=False
+    )
+    assert r["status"] == "correct", r.get("error_digest")
+    assert r["timing"]["eager"]["n"] >= 20 and r["speedup_vs_compile"] > 0
+    if precision == "fp32":  # torch.compile with TF32 matmuls allowed is timed for context
+        assert r["speedup_vs_compile_tf32"] > 0
+    else:
+        assert "speedup_vs_compile_tf32" not in r
+    assert r["timing"]["baseline_key"].endswith("|" + precision)
