@@ -9,7 +9,7 @@ GPUS ?=
 EVAL_FLAGS ?=
 PYTEST_FLAGS ?=
 
-.PHONY: help setup test test-gpu lint demo eval studio clean
+.PHONY: help setup test test-gpu lint demo eval benchmarks studio clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -29,13 +29,16 @@ test-gpu: ## Run only the GPU-marked tests (needs CUDA)
 
 lint: ## ruff + mypy
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy kernelskill graph nodes skills_kb evals/*.py runner
+	$(VENV)/bin/mypy kernelskill graph nodes skills_kb evals/*.py runner engine
 
 demo: ## Whole graph on CPU, one bundled task, SCRIPTED model (no endpoint needed)
 	$(KS) demo
 
 eval: ## Run the suite: make eval LEVEL=2 [TASKS=DIR] [LIMIT=K] [GPUS=0,1] [EVAL_FLAGS=...]
 	$(KS) eval --level $(LEVEL) --limit $(LIMIT) $(if $(TASKS),--tasks $(TASKS)) $(if $(GPUS),--gpus $(GPUS)) $(EVAL_FLAGS)
+
+benchmarks: ## Reproduce docs/benchmarks.md on a CUDA machine: make benchmarks [KB=DIR] [GPUS=0,0] [BENCH=bench]
+	KS=$(KS) PY=$(PY) GPUS=$(or $(GPUS),0) BENCH=$(or $(BENCH),bench) KB=$(KB) bash evals/benchmarks.sh
 
 studio: ## LangGraph Studio on the same graph (langgraph dev, offline)
 	@echo "LangGraph API at http://127.0.0.1:2024; Studio: https://smith.langchain.com/studio/?baseUrl=http://127.0.0.1:2024"

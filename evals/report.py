@@ -57,9 +57,9 @@ def build_summary(out: Path, price_in: float | None = None, price_out: float | N
         "max_rounds": (meta.get("context") or {}).get("max_rounds"),
         "device": (meta.get("context") or {}).get("device"),
         "task_timeout_s": meta.get("task_timeout_s"),
-        "workers": workers_line([str(s.get("gpus", "")) for s in meta.get("sessions", [])]),
+        "workers": workers_line([str(s.get("gpus", "")) for s in launches_of(meta)]),
         "prices": prices,
-        "elapsed_s": sum(float(s.get("elapsed_s") or 0) for s in meta.get("sessions", [])),
+        "elapsed_s": sum(float(s.get("elapsed_s") or 0) for s in launches_of(meta)),
         "partial": overall["pending"] > 0,
         "tasks": overall["tasks"],
         "overall": overall,
@@ -155,6 +155,11 @@ def _metric_lines(m: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def launches_of(meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """The launches recorded in an eval's eval.json (``sessions`` in eval directories written before)."""
+    return list(meta.get("launches") or meta.get("sessions") or [])
+
+
 def workers_line(launches: list[str]) -> str:
     """How the launches of an eval spread its tasks: workers per GPU, and whether GPUs were shared."""
     seen = []
@@ -184,7 +189,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         + (f"; tasks from `{summary['tasks_dir']}`" if summary["tasks_dir"] else ""),
         f"- mode: {summary['mode']}; rounds {fmt(summary['max_rounds'])}; device {fmt(summary['device'])}; "
         f"per-task limit {fmt(summary['task_timeout_s'], 0)} s; eval wall time {summary['elapsed_s'] / 60:.1f} min "
-        "(all sessions)",
+        "(all launches)",
         f"- policies: {policy_line(summary['policy'])}",
     ]
     if summary.get("workers"):

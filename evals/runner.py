@@ -376,13 +376,13 @@ def _save_meta(
         context=ctx.to_dict(),
         tasks=meta_tasks(specs),
     )
-    meta.setdefault("sessions", [])
+    meta.setdefault("launches", meta.pop("sessions", []))
     write_json(out / "eval.json", meta)
 
 
-def _add_session(out: Path, started: float, interrupted: bool, gpus: str) -> None:
+def _add_launch(out: Path, started: float, interrupted: bool, gpus: str) -> None:
     meta = read_meta(out)
-    meta.setdefault("sessions", []).append(
+    meta.setdefault("launches", meta.pop("sessions", [])).append(
         {
             "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
             "elapsed_s": time.time() - started,
@@ -422,7 +422,7 @@ def run_eval(
         price_in: USD per 1M input tokens, for the cost estimate (saved in eval.json).
         price_out: USD per 1M output tokens.
         launch: runs one task job; default :class:`SubprocessLauncher`.
-        retry_timeouts: run the tasks that timed out in an earlier session again (they resume from
+        retry_timeouts: run the tasks that timed out in an earlier launch again (they resume from
             their checkpoint with a fresh limit); by default a timeout is final.
         rerun: comma-separated glob patterns over task keys (``L1-46*,L3-0[36]*``): those tasks start
             over (e.g. after a change to the engine); their previous run directories are moved to
@@ -513,7 +513,7 @@ def run_eval(
             kill_all()
         for t in threads:
             t.join(timeout=30)
-    _add_session(out, started, interrupted, gpus)
+    _add_launch(out, started, interrupted, gpus)
     summary = rebuild(out)
     _say(console, summary_markdown(summary))
     _say(console, f"summary: {out / 'summary.md'}")

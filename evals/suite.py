@@ -2,7 +2,7 @@
 
 An eval directory holds::
 
-    eval.json                  levels, the task list, the run configuration, prices, sessions
+    eval.json                  levels, the task list, the run configuration, prices, launches
     runs/<key>/                one optimize run per task (key ``L<level>-<file stem>``), plus
         eval_task.json         the eval runner's record of that task (status, wall time, attempts)
         eval.log               the task process's output

@@ -118,10 +118,10 @@ class State(TypedDict, total=False):
     plan: Plan | None  # this round's plan; None when nothing applicable is left
     stop_reason: str  # why the run ended (set by the node that ends it)
     started_at: float  # time.time() when the generator ran (wall-time budget)
-    search: dict[str, Any]  # seeds, parents (pool width), explore (rate), seed (see nodes/search.py)
+    search: dict[str, Any]  # seeds, parents (pool width), explore (rate), seed (see graph/search.py)
     pending_seeds: list[Candidate]  # extra seeds the reviewer has still to review
     parents: list[Best]  # the pool of correct candidates, best first
-    parent: Best  # this round's parent (nodes/search.py)
+    parent: Best  # this round's parent (graph/search.py)
     search_note: str  # how the parent was chosen
     elapsed_s: float  # seconds since ``started_at``, as of the latest review
     time_left_s: float | None  # seconds to this launch's deadline (graph.deadline) at the latest review
@@ -146,3 +146,21 @@ class OutputState(TypedDict, total=False):
     best: Best
     trajectory: list[TrajectoryEntry]
     stop_reason: str
+
+
+def _reducers() -> dict[str, Any]:
+    """``{field: reducer}`` for every field of :class:`State` annotated with one (LangGraph's channels)."""
+    from typing import get_type_hints
+
+    hints = get_type_hints(State, include_extras=True)
+    return {name: hint.__metadata__[0] for name, hint in hints.items() if getattr(hint, "__metadata__", None)}
+
+
+def apply_update(state: State, update: dict[str, Any]) -> State:
+    """The state after a node's ``update``, by the reducers annotated on :class:`State` (what the routers see)."""
+    out: dict[str, Any] = {**state}
+    reducers = _reducers()
+    for key, value in update.items():
+        reduce = reducers.get(key)
+        out[key] = reduce(state[key], value) if reduce is not None and key in state else value  # type: ignore[literal-required]
+    return out  # type: ignore[return-value]

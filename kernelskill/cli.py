@@ -12,7 +12,9 @@ from rich.markup import escape
 
 from kernelskill.cli_common import Kernels, Precision, check_endpoint, check_mode, console, context_or_exit
 
-app = typer.Typer(help="Turn a PyTorch module into verified, faster Triton kernels.", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode=None, help="Turn a PyTorch module into verified, faster Triton kernels.", no_args_is_help=True
+)
 
 DEMO_DIR = Path(__file__).resolve().parent.parent / "evals" / "demo"
 
@@ -55,7 +57,7 @@ def _run(run: Any, resume: bool) -> None:
     try:
         state = execute(run, resume=resume, progress=progress)
     except Exception as e:  # endpoint down, bad key, ...: the checkpoint keeps the finished nodes
-        from kernelskill.nodes.llm import ModelUnavailable
+        from kernelskill.nodes.model.llm import ModelUnavailable
 
         progress.close()
         if isinstance(e, ModelUnavailable):

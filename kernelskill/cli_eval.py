@@ -10,6 +10,7 @@ import typer
 from kernelskill.cli_common import Kernels, Precision, check_endpoint, check_mode, console, context_or_exit
 
 eval_app = typer.Typer(
+    rich_markup_mode=None,
     help="Run the optimizer over a task suite (resumable) and summarize; `report` and `compare` read eval runs.",
     invoke_without_command=True,
 )

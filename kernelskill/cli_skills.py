@@ -9,7 +9,9 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-skills_app = typer.Typer(help="The skills knowledge base (long-term memory).", no_args_is_help=True)
+skills_app = typer.Typer(
+    rich_markup_mode=None, help="The skills knowledge base (long-term memory).", no_args_is_help=True
+)
 console = Console(highlight=False, soft_wrap=True)
 
 CardsOption = Annotated[

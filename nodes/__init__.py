@@ -1,1 +1,1 @@
-"""The six roles, one module each, plus the model client and prompt loader."""
+"""The six roles, one module each; their model plumbing is in ``nodes.model``."""

@@ -1,7 +1,7 @@
 """diagnoser: read the failure and the short-term history, write a repaired candidate.
 
 With a model, the model diagnoses and rewrites. Offline (no model) the repairs are deterministic
-(:func:`offline_repair`): today one, ``compensated_dot`` (``runner/accumulation.py``) for a
+(:func:`offline_repair`): today one, ``compensated_dot`` (``engine/accumulation.py``) for a
 candidate whose output was wrong and whose fp32 ``tl.dot`` loop (``ieee`` or ``tf32x3`` products)
 adds its K blocks in sequence.
 """
@@ -13,17 +13,17 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from kernelskill.engine.accumulation import compensated
 from kernelskill.graph.context import Context
 from kernelskill.graph.memory import failure_history
 from kernelskill.graph.state import Candidate, State
-from kernelskill.runner.accumulation import compensated
 from kernelskill.skills_kb.retrieve import cards_text, retrieve
 
-from .candidates import candidate_from_reply, make_candidate
-from .llm import ask_verdict, call_index
-from .prompting import render
-from .target import io_text, where_text
-from .verdicts import DiagnoserVerdict, diagnoser_code, diagnoser_from_text
+from .model.candidates import candidate_from_reply, make_candidate
+from .model.llm import ask_verdict, call_index
+from .model.prompting import render
+from .model.target import io_text, where_text
+from .model.verdicts import DiagnoserVerdict, diagnoser_code, diagnoser_from_text
 
 
 def diagnoser(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

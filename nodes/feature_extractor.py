@@ -5,13 +5,12 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from kernelskill.engine.inductor_seed import ATTENTION_MARK, FLASH_MARK
+from kernelskill.graph.search import select_parent
 from kernelskill.graph.state import State
 from kernelskill.runner.dot_precision import count_exact_dots
-from kernelskill.runner.inductor_seed import ATTENTION_MARK, FLASH_MARK
 from kernelskill.runner.static_check import dotted_name as _dotted
 from kernelskill.runner.static_check import embedded_kernel_trees
-
-from .search import select_parent
 
 _REDUCTIONS = {"sum", "max", "min", "reduce", "argmax", "argmin", "xor_sum", "cumsum", "cumprod"}
 _TRANSCENDENTAL = {"exp", "exp2", "log", "log2", "sin", "cos", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "pow"}
@@ -144,6 +143,6 @@ def extract_features(source: str) -> dict[str, Any]:
 
 
 def feature_extractor(state: State) -> dict[str, Any]:
-    """Node: choose this round's parent (``nodes/search.py``: best-first, sometimes another) and read its features."""
+    """Node: choose this round's parent (``graph/search.py``: best-first, sometimes another) and read its features."""
     parent, why = select_parent(state)
     return {"parent": parent, "search_note": why, "features": extract_features(parent["candidate"]["source"])}

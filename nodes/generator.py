@@ -9,6 +9,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from kernelskill.engine.compiler import SeedOutcome, compiler_seeds
 from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
 from kernelskill.graph.modes import engine_for, on_cuda
@@ -16,11 +17,10 @@ from kernelskill.graph.state import Candidate, State, Task
 from kernelskill.runner.sandbox import prestart_reviewer, probe_task
 from kernelskill.skills_kb.retrieve import cards_text, retrieve
 
-from .candidates import candidate_from_reply, make_candidate, run_dir
-from .compiler import SeedOutcome, compiler_seeds
-from .llm import ask, call_index
-from .prompting import render
-from .target import io_text, where_text
+from .model.candidates import candidate_from_reply, make_candidate, run_dir
+from .model.llm import ask, call_index
+from .model.prompting import render
+from .model.target import io_text, where_text
 
 OFFLINE_REPAIRS = 1  # one deterministic repair per candidate (compensated accumulation)
 

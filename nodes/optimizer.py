@@ -1,7 +1,7 @@
 """optimizer: apply this round's plan (one skill) to the best candidate.
 
 With a model, the model rewrites the parent following the skill card. Offline, the card's
-deterministic transform (``nodes/transforms.py``) rewrites it; a transform that proposes several
+deterministic transform (``engine/transforms.py``) rewrites it; a transform that proposes several
 variants (a configuration sweep) puts the first in review and the rest in ``pending_seeds``, which
 the reviewer reviews in the same step (the fastest correct one becomes the best).
 """
@@ -15,14 +15,14 @@ from langgraph.runtime import Runtime
 
 from kernelskill.graph.context import Context
 from kernelskill.graph.memory import trajectory_summary
+from kernelskill.graph.search import parent_of
 from kernelskill.graph.state import Candidate, Plan, State
 from kernelskill.skills_kb.library import default_library, render_card
 
-from .candidates import candidate_from_reply, make_candidate, run_dir
-from .llm import ask, call_index
-from .prompting import render
-from .search import parent_of
-from .target import io_text, profile_text, where_text
+from .model.candidates import candidate_from_reply, make_candidate, run_dir
+from .model.llm import ask, call_index
+from .model.prompting import render
+from .model.target import io_text, profile_text, where_text
 
 
 def optimizer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -70,7 +70,7 @@ def _plan_text(plan: Plan) -> str:
 def _apply_transform(
     state: State, ctx: Context, transform: str, parent: Candidate, rnd: int, skill_id: str
 ) -> dict[str, Any]:
-    from .transforms import apply
+    from kernelskill.engine.transforms import apply
 
     sources, notes, problem = apply(transform, parent["source"], ctx, state["task"]["path"], run_dir(ctx) / "compiler")
     if not sources:  # nothing to review: an empty candidate fails as no_code and the round ends

@@ -9,13 +9,13 @@
    run directories (``skill_outcomes.jsonl``; GPU-timed rounds only).
 
 Offline (no model, ``graph/modes.py``) only skills with a deterministic transform
-(``nodes/transforms.py``) that applies to the parent are candidates, ranked by policy group and
+(``engine/transforms.py``) that applies to the parent are candidates, ranked by policy group and
 prior alone (no embedding model is needed); a transform already tried on this task is not tried
 again. When the policy allows none of them, the remaining deterministic skills are tried anyway
 (offline exploration, named in the trace): each result is measured and kept only if it is faster.
 
 With a model configured for the planner itself (``planner_model``, or a scripted / replayed
-planner), the model chooses among the ranked allowed skills (``nodes/planner_model.py``); otherwise
+planner), the model chooses among the ranked allowed skills (``nodes/model/planner_model.py``); otherwise
 the top-ranked skill is the plan.
 
 Sort key: ``(preferred group, -(similarity + prior_weight * (win_rate - 0.5)), skill id)`` (see
@@ -32,6 +32,7 @@ from langgraph.runtime import Runtime
 from kernelskill.graph.context import Context
 from kernelskill.graph.memory import tried_plans
 from kernelskill.graph.modes import on_cuda
+from kernelskill.graph.search import parent_of
 from kernelskill.graph.state import Plan, State
 from kernelskill.skills_kb.index import open_index
 from kernelskill.skills_kb.library import default_library
@@ -41,10 +42,9 @@ from kernelskill.skills_kb.priors import load_priors
 from kernelskill.skills_kb.ranking import Ranked, rank
 from kernelskill.skills_kb.situation import describe_situation
 
-from .candidates import run_dir
-from .llm import role_has_model
-from .planner_model import model_plan
-from .search import parent_of
+from .model.candidates import run_dir
+from .model.llm import role_has_model
+from .model.planner_model import model_plan
 
 SHOWN = 5  # ranked skills named in the plan's trace
 # Skills whose method the CPU interpreter cannot run or measure: not offered there.
@@ -124,7 +124,7 @@ def _offline_plan(
     trace: list[str],
 ) -> dict[str, Any]:
     """Offline: the best-ranked allowed skill with an applicable deterministic transform."""
-    from .transforms import applicable
+    from kernelskill.engine.transforms import applicable
 
     lib = default_library()
     source = parent_of(state)["candidate"]["source"]

@@ -27,14 +27,14 @@ from langgraph.runtime import Runtime
 from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
 from kernelskill.graph.routing import decide_after_review, round_finished
-from kernelskill.graph.state import Attempt, Candidate, State, TrajectoryEntry
+from kernelskill.graph.search import update_parents
+from kernelskill.graph.state import Attempt, Candidate, State, TrajectoryEntry, apply_update
 from kernelskill.runner.result import ReviewResult, failure
 from kernelskill.runner.sandbox import run_review
 from kernelskill.runner.static_check import REFERENCE_FALLBACK_MARK
 
-from .candidates import run_dir
 from .diagnoser import offline_repairable
-from .search import update_parents
+from .model.candidates import run_dir
 
 IMPROVEMENT = 0.02
 
@@ -53,18 +53,6 @@ def is_better(new: ReviewResult, old: ReviewResult, kernels: str = "any") -> boo
     if not timed:
         return False
     return float(new["runtime_ms"] or 0) < float(old["runtime_ms"] or 0) * (1 - IMPROVEMENT)
-
-
-APPENDED = ("candidates", "attempts", "trajectory", "failed_plans", "tokens")
-
-
-def merged(state: State, update: dict[str, Any]) -> State:
-    """The state as the routers will see it after ``update`` (appending fields appended)."""
-    out: dict[str, Any] = {**state, **update}
-    for key in APPENDED:
-        if key in update:
-            out[key] = list(state.get(key, [])) + list(update[key])
-    return out
 
 
 def _review(ctx: Context, state: State, cand: Candidate) -> ReviewResult:
@@ -169,8 +157,8 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             )
             admit(extra, r)
     if state.get("engine") == "offline" and review["status"] != "correct":
-        update["repairable"] = offline_repairable(merged(state, update))
-    if round_finished(merged(state, update)) and _needs_last_resort(merged(state, update)):
+        update["repairable"] = offline_repairable(apply_update(state, update))
+    if round_finished(apply_update(state, update)) and _needs_last_resort(apply_update(state, update)):
         extra = reference_fallback(state, update)
         r = _review(ctx, state, extra)
         update["candidates"] = list(update.get("candidates", [])) + [extra]
@@ -179,9 +167,14 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             Attempt(candidate_id=extra["id"], round=rnd, status=r["status"], error_digest=r.get("error_digest", ""))
         )
         admit(extra, r)
-    if round_finished(merged(state, update)):
+    if round_finished(apply_update(state, update)):
         plan = state.get("plan") if rnd > 0 else None
         skill = plan["skill_id"] if plan else None
+        best_now = update.get("best") or state.get("best")
+        if best_now is not None and best_now["candidate"].get("round") == rnd:
+            # the round's best may come from an earlier step of it (an extra seed, before a repair chain)
+            reviewed.append((best_now["candidate"], best_now["review"]))
+            improved = True  # a candidate of this round only becomes the best by improving on it
         shown, shown_review = _round_best(cand, review, reviewed, ctx.kernels)
         entry = TrajectoryEntry(
             round=rnd,
@@ -211,7 +204,7 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if "started_at" in state:
         update["elapsed_s"] = round(time.time() - state["started_at"], 3)
     update["time_left_s"] = deadline.left()
-    nxt, reason = decide_after_review(merged(state, update))
+    nxt, reason = decide_after_review(apply_update(state, update))
     if nxt == END:
         update["stop_reason"] = reason
     return update

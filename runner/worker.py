@@ -313,7 +313,7 @@ def _setup(ev: Evaluation) -> None:
 
     ev.use_cuda = want != "cpu" and torch.cuda.is_available()
     if ev.use_cuda:
-        os.environ.pop("TRITON_INTERPRET", None)  # inherited from a CPU test session: kernels must compile
+        os.environ.pop("TRITON_INTERPRET", None)  # inherited from a CPU pytest run: kernels must compile
     else:
         os.environ["TRITON_INTERPRET"] = "1"
     ev.device = "cuda" if ev.use_cuda else "cpu"

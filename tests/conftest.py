@@ -6,14 +6,14 @@ from pathlib import Path
 
 # Before anything imports triton: kernels decorated in this process run on Triton's CPU interpreter.
 os.environ.setdefault("TRITON_INTERPRET", "1")
-# One Chroma index per test session (subprocesses inherit it), never the user's cache.
-_SESSION_TMP = Path(tempfile.mkdtemp(prefix="kernelskill-tests-"))
-os.environ.setdefault("KERNELSKILL_SKILLS_DB", str(_SESSION_TMP / "chroma"))
-os.environ["KERNELSKILL_RUNS_DIR"] = str(_SESSION_TMP / "runs")
-# Baselines and GPU ceilings are measured once per test session, not taken from the user's cache.
-os.environ.setdefault("KERNELSKILL_CACHE_DIR", str(_SESSION_TMP / "cache"))
-# Skill outcomes (priors) recorded by test runs stay in the session's folder.
-os.environ.setdefault("KERNELSKILL_SKILL_OUTCOMES", str(_SESSION_TMP / "skill_outcomes.jsonl"))
+# One Chroma index per pytest run (subprocesses inherit it), never the user's cache.
+_TEST_TMP = Path(tempfile.mkdtemp(prefix="kernelskill-tests-"))
+os.environ.setdefault("KERNELSKILL_SKILLS_DB", str(_TEST_TMP / "chroma"))
+os.environ["KERNELSKILL_RUNS_DIR"] = str(_TEST_TMP / "runs")
+# Baselines and GPU ceilings are measured once per pytest run, not taken from the user's cache.
+os.environ.setdefault("KERNELSKILL_CACHE_DIR", str(_TEST_TMP / "cache"))
+# Skill outcomes (priors) recorded by test runs stay in the run's folder.
+os.environ.setdefault("KERNELSKILL_SKILL_OUTCOMES", str(_TEST_TMP / "skill_outcomes.jsonl"))
 for var in ("KERNELSKILL_MODEL", "KERNELSKILL_BASE_URL", "KERNELSKILL_SCRIPTED", "KERNELSKILL_CONFIG"):
     os.environ.pop(var, None)
 

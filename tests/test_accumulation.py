@@ -8,8 +8,8 @@ import pytest
 import torch
 from test_precision import GEMM, inductor
 
-from kernelskill.runner.accumulation import compensable, compensated
-from kernelskill.runner.dot_precision import with_precision
+from kernelskill.engine.accumulation import compensable, compensated
+from kernelskill.engine.precision import with_precision
 from kernelskill.runner.static_check import embedded_kernel_trees
 
 KERNEL = """import triton

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from kernelskill.graph.context import Context
-from kernelskill.nodes.cassette import ReplayDivergence
-from kernelskill.nodes.llm import ask
+from kernelskill.nodes.model.cassette import ReplayDivergence
+from kernelskill.nodes.model.llm import ask
 from kernelskill.runs import execute, new_run
 
 from scripts_util import fenced, write_script

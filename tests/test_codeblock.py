@@ -2,7 +2,7 @@ import ast
 
 import pytest
 
-from kernelskill.nodes.codeblock import TRUNCATED, extract_code, truncated_code
+from kernelskill.nodes.model.codeblock import TRUNCATED, extract_code, truncated_code
 
 MODULE = "import torch\n\nclass ModelNew(torch.nn.Module):\n    pass\n"
 

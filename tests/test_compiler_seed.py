@@ -1,7 +1,7 @@
 """Compiler seed (TorchInductor output -> standalone ModelNew), engines and deterministic skills, on CPU.
 
 The fixtures in tests/fixtures/inductor/ are real captures made on an H200 (torch 2.11, triton 3.6)
-by ``python -m kernelskill.runner.inductor_seed`` (docs/benchmarks.md): the Inductor output module
+by ``python -m kernelskill.engine.inductor_seed`` (docs/benchmarks.md): the Inductor output module
 and the placeholder map of three tasks (LayerNorm; Linear+GELU+scale with cuBLAS, and with Inductor's
 Triton GEMM template). The GPU path itself is tested in tests/test_offline_gpu.py.
 """
@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
+from kernelskill.engine import inductor_seed as seed
+from kernelskill.engine.compiler import SeedOutcome, is_compiler_seed
+from kernelskill.engine.precision import with_precision
+from kernelskill.engine.transforms import GRAPH_MARK, applicable, apply, cuda_graph_wrap, unwrap_cuda_graph
 from kernelskill.graph.context import Context
 from kernelskill.graph.modes import engine_for, no_engine_message
-from kernelskill.nodes.compiler import SeedOutcome, is_compiler_seed
 from kernelskill.nodes.feature_extractor import extract_features
-from kernelskill.nodes.transforms import GRAPH_MARK, applicable, apply, cuda_graph_wrap, unwrap_cuda_graph
-from kernelskill.runner import inductor_seed as seed
-from kernelskill.runner.dot_precision import with_precision
 from kernelskill.runner.static_check import check_source
 
 from conftest import FIXTURES
@@ -287,7 +287,7 @@ def test_autotune_sweep_on_a_hand_written_kernel_proposes_launch_variants(tmp_pa
 
 
 def test_autotune_sweep_on_a_compiler_seed_recaptures_the_tuned_variant(tmp_path, monkeypatch):
-    import kernelskill.nodes.transforms as transforms
+    import kernelskill.engine.transforms as transforms
 
     calls = []
 
@@ -388,7 +388,7 @@ def recorded_captures(calls: list) -> Any:
 
 
 def test_conv_gemm_recaptures_a_seed_with_a_convolution_template(tmp_path, monkeypatch):
-    import kernelskill.nodes.transforms as transforms
+    import kernelskill.engine.transforms as transforms
 
     calls: list = []
     monkeypatch.setattr(transforms, "capture_variant", recorded_captures(calls))
@@ -419,7 +419,7 @@ def test_conv_gemm_recaptures_a_seed_with_a_convolution_template(tmp_path, monke
 
 
 def test_dot_precision_of_a_compiler_seed_adds_a_split_operand_recapture(tmp_path, monkeypatch):
-    import kernelskill.nodes.transforms as transforms
+    import kernelskill.engine.transforms as transforms
     from kernelskill.runner.dot_precision import count_exact_dots, dot_precisions
 
     calls: list = []
@@ -498,7 +498,7 @@ def test_split_gemm_capture_on_cpu(tmp_path):
 
 def test_flash_attention_recaptures_a_seed_with_attention_it_can_fuse(tmp_path, monkeypatch):
     """The fused attention's recapture, its precision variants and the parent's, and what happens after."""
-    import kernelskill.nodes.transforms as transforms
+    import kernelskill.engine.transforms as transforms
     from kernelskill.runner.dot_precision import applied_precision
     from kernelskill.skills_kb.policy import decide
 

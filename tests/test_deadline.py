@@ -72,8 +72,8 @@ def test_eval_launch_gets_its_deadline(tmp_path):
 
 
 def test_capture_limit_is_the_seed_timeout_capped_by_the_deadline(monkeypatch, tmp_path):
+    from kernelskill.engine import compiler
     from kernelskill.graph.context import Context
-    from kernelskill.nodes import compiler
     from kernelskill.runner.sandbox import ChildFailure
 
     limits = []

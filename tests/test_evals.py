@@ -242,7 +242,7 @@ def test_resume_skips_finished_tasks(tmp_path):
     again = FakeLauncher()
     run_eval([2], tasks, 0, "", out, Context(scripted="s.json", device="cpu"), quiet(), launch=again)
     assert again.jobs == []
-    assert len(json.loads((out / "eval.json").read_text())["sessions"]) == 2
+    assert len(json.loads((out / "eval.json").read_text())["launches"]) == 2
 
 
 def test_unfinished_task_resumes_from_its_checkpoint(tmp_path):

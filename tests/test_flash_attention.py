@@ -1,4 +1,4 @@
-"""The fused attention kernel (``runner/flash_attention.py``) and its rewrite of Dynamo graphs, on the CPU.
+"""The fused attention kernel (``engine/flash_attention.py``) and its rewrite of Dynamo graphs, on the CPU.
 
 The kernel runs in Triton's interpreter against PyTorch's attention in float64; the rewrite is
 checked on Dynamo graphs; the tracing of the op into a Triton-kernel node (what Inductor compiles)
@@ -18,8 +18,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernelskill.runner.flash_attention import eligible, flash_sdpa, launch_config
-from kernelskill.runner.reformulate import flash_eligible, triton_forms
+from kernelskill.engine.flash_attention import eligible, flash_sdpa, launch_config
+from kernelskill.engine.reformulate import flash_eligible, triton_forms
 
 CASES = list(itertools.product([False, True], [(5, 5), (70, 70), (33, 90), (90, 33)], [False, True]))
 
@@ -95,7 +95,7 @@ TRACE = textwrap.dedent(
     """
     import torch, torch.nn.functional as F
     from torch._dynamo.backends.common import aot_autograd
-    from kernelskill.runner.reformulate import triton_forms
+    from kernelskill.engine.reformulate import triton_forms
 
     class Stop(Exception):
         pass
@@ -136,7 +136,7 @@ def test_the_fused_op_traces_into_a_triton_kernel_node():
     "self_attention, bias, separate", [(True, True, False), (False, False, False), (False, True, True)]
 )
 def test_fused_multihead_attention_equals_pytorch(self_attention, bias, separate):
-    from kernelskill.runner.flash_attention import flash_mha, mha_eligible
+    from kernelskill.engine.flash_attention import flash_mha, mha_eligible
 
     torch.manual_seed(3)
     kdim = None if not separate else 24
@@ -225,8 +225,8 @@ def test_nodes_the_checks_do_not_understand_are_left_alone():
     """A capture analyses every graph: an odd node must give a reason, never an exception."""
     from types import SimpleNamespace
 
-    from kernelskill.runner.flash_attention import encoder_node_eligible, sdpa_node_eligible
-    from kernelskill.runner.reformulate import _static_arg
+    from kernelskill.engine.flash_attention import encoder_node_eligible, sdpa_node_eligible
+    from kernelskill.engine.reformulate import _static_arg
 
     for target in (torch._transformer_encoder_layer_fwd, F.multi_head_attention_forward):
         odd = SimpleNamespace(target=target, args=(), kwargs={})
@@ -239,7 +239,7 @@ COMPILE = textwrap.dedent(
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    from kernelskill.runner.flash_attention import ks_flash_attention_fwd as kernel, launch_config
+    from kernelskill.engine.flash_attention import ks_flash_attention_fwd as kernel, launch_config
 
     # sm_scale as fp64 too: Inductor types a Python float argument of a user-defined kernel so
     for d, causal, scale in ((128, True, "fp32"), (64, False, "fp64")):

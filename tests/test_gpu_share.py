@@ -177,3 +177,25 @@ def test_on_a_shared_gpu_an_out_of_memory_is_reviewed_again_holding_it_alone(tmp
     shared = run_review(task, OOM_CANDIDATE, tmp_path / "shared", "oom", device="cpu", timeout_s=120)
     assert shared["status"] == "runtime_error"  # still the candidate's own, once the GPU was its alone
     assert shared["warnings"][0].startswith("reviewed again holding the shared GPU alone after:")
+
+
+def test_on_a_shared_gpu_a_capture_out_of_memory_is_tried_again_holding_it_alone(tmp_path, monkeypatch):
+    from kernelskill.engine import compiler
+    from kernelskill.graph.context import Context
+    from kernelskill.runner.sandbox import ChildResult
+
+    calls = []
+
+    def fake_child(module, req, workdir, name, limit, spare=False):
+        calls.append(dict(req))
+        if req.get("gpu_alone"):
+            return ChildResult({"ok": True, "source": "class ModelNew: ...", "capture": {}}, 1.0)
+        return ChildResult({"ok": False, "error": "torch.compile failed: OutOfMemoryError: CUDA out of memory."}, 1.0)
+
+    monkeypatch.setattr(compiler, "run_child", fake_child)
+    task = str(Path(__file__).parent / "fixtures" / "tasks" / "scale_relu.py")
+    alone = compiler.capture_variant(Context(), task, "default", tmp_path)
+    assert not alone.ok and len(calls) == 1  # a GPU of its own: the out-of-memory is the answer
+    monkeypatch.setenv(gpu_share.ENV, str(tmp_path / "locks"))
+    shared = compiler.capture_variant(Context(), task, "default", tmp_path)
+    assert shared.ok and [c.get("gpu_alone") for c in calls[1:]] == [None, True]

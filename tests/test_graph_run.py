@@ -3,6 +3,7 @@
 import json
 
 from kernelskill.graph.context import Context
+from kernelskill.graph.routing import decide_after_review
 from kernelskill.runs import execute, new_run
 
 from scripts_util import fenced, write_script
@@ -27,6 +28,7 @@ def test_garbage_replies_never_crash(tmp_path, task_path):
     assert "no ```python code block" in state["attempts"][0]["error_digest"]
     assert "none defines class ModelNew" in state["attempts"][1]["error_digest"]
     assert "round budget" in state["stop_reason"]
+    assert decide_after_review(state) == ("__end__", state["stop_reason"])  # the router's own call, on the final state
     report = json.loads((run.dir / "report.json").read_text())
     assert report["best_candidate"] == state["attempts"][3]["candidate_id"]
     assert report["best_review"]["custom_kernel"] is False

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from kernelskill.cli import app
 from kernelskill.graph.context import Context
-from kernelskill.nodes.llm import finish_reason, reply_text
+from kernelskill.nodes.model.llm import finish_reason, reply_text
 from kernelskill.runs import execute, new_run
 
 from scripts_util import fenced, write_script
@@ -187,8 +187,8 @@ def test_a_cuda_only_assertion_on_the_interpreter_is_an_environment_failure(tmp_
 
 
 def test_prompts_state_the_interpreter_and_the_shapes(tmp_path, task_path, candidate):
-    from kernelskill.nodes.prompting import render
-    from kernelskill.nodes.target import INTERPRETER, io_text, target_text
+    from kernelskill.nodes.model.prompting import render
+    from kernelskill.nodes.model.target import INTERPRETER, io_text, target_text
 
     probe = {"inputs": [{"shape": [4, 8], "dtype": "float32"}], "outputs": [{"shape": [4, 8], "dtype": "float32"}]}
     probe["device"] = {"name": "cpu (triton interpreter)"}

@@ -1,5 +1,7 @@
 """What a new user runs into: unknown eval levels and impossible profile values get a clear answer."""
 
+from pathlib import Path
+
 from typer.testing import CliRunner
 
 from kernelskill.cli import app
@@ -90,3 +92,25 @@ def test_report_notes_are_cut_between_words():
     row = next(line for line in render_markdown(report).splitlines() if line.startswith("| 0 |"))
     note = row.rstrip(" |").rsplit("| ", 1)[1]
     assert note.endswith("wordy ...") and len(note) <= 160
+
+
+def test_the_readmes_layout_matches_the_tree():
+    """Every folder the README's layout block names exists, and every package folder is named there."""
+    import re
+
+    root = Path(__file__).parent.parent
+    text = (root / "README.md").read_text()
+    block = text[text.index("## Layout") :].split("```")[1]
+    named = set(re.findall(r"^([a-z_]+(?:/[a-z_]+)?)/ ", block, re.M))
+    for folder in named:
+        assert (root / folder).is_dir(), folder
+    packages = {p.parent.relative_to(root).as_posix() for p in root.glob("*/__init__.py")}
+    packages |= {p.parent.relative_to(root).as_posix() for p in root.glob("nodes/*/__init__.py")}
+    assert packages - {"tests"} <= named, packages - named
+
+
+def test_help_draws_flags_without_a_value():
+    out = runner.invoke(app, ["review", "--help"], env={"COLUMNS": "120"})
+    assert out.exit_code == 0 and "--json" in out.output
+    assert "<bool>" not in out.output  # a flag takes no value
+    assert "<int>" in out.output  # options that take one still say what

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from kernelskill.engine.compiler import capture_variant, compiler_seeds
+from kernelskill.engine.transforms import cuda_graph_wrap
 from kernelskill.graph.context import Context
-from kernelskill.nodes.compiler import capture_variant, compiler_seeds
-from kernelskill.nodes.transforms import cuda_graph_wrap
 from kernelskill.runner.sandbox import run_review
 
 pytestmark = pytest.mark.gpu
@@ -49,8 +49,9 @@ def test_tuned_recapture_is_correct(tmp_path):
 
 def test_dot_precision_and_its_tf32_recapture_on_a_linear_layer(tmp_path):
     """tf32x3 of the Triton template stays correct at fp32 tolerance; a TF32-allowed recapture keeps tf32x3."""
-    from kernelskill.nodes.transforms import apply
-    from kernelskill.runner.dot_precision import applied_precision, precision_variants
+    from kernelskill.engine.precision import precision_variants
+    from kernelskill.engine.transforms import apply
+    from kernelskill.runner.dot_precision import applied_precision
 
     task = TASKS / "level2" / "03_linear_layernorm_residual.py"
     template = capture_variant(Context(), str(task), "triton", tmp_path)
@@ -70,8 +71,8 @@ def test_split_operand_recapture_of_fp32_gemms(tmp_path):
     split operands: correct at the fp32 tolerance on an MLP, all custom; its time against the
     tf32x3 rewrite goes to the log. (On an H200, on level1/01's 4096^3 product it missed the tolerance,
     0.002 off at |y| ~ 64, and the knob went off by default; this test then moved to level3/01.)"""
-    from kernelskill.nodes.transforms import apply
-    from kernelskill.runner.inductor_seed import SPLIT_GEMM_MARK
+    from kernelskill.engine.inductor_seed import SPLIT_GEMM_MARK
+    from kernelskill.engine.transforms import apply
 
     name = "level3/01_mlp.py"
     task = TASKS / name
@@ -92,7 +93,7 @@ def test_split_operand_recapture_of_fp32_gemms(tmp_path):
 def test_compensated_repair_of_a_long_mat_vec(tmp_path):
     """On an H200, Inductor's Triton GEMV (16384-long rows) was 6e-4 from float64 where the reference was
     3e-5. The offline diagnoser's compensated_dot repair (Kahan over the K blocks) should pass."""
-    from kernelskill.runner.accumulation import compensated
+    from kernelskill.engine.accumulation import compensated
 
     task = TASKS / "level1" / "05_matrix_vector_multiply.py"
     seeds = compiler_seeds(Context(), str(task), tmp_path / "seeds")
@@ -147,7 +148,7 @@ def test_library_only_ops_get_a_fused_triton_seed(tmp_path, task_file, form):
 
 def test_conv_gemm_recapture_of_a_resnet_block(tmp_path):
     """The conv_gemm skill: the Triton-template seed's convolutions recaptured as im2col + GEMM."""
-    from kernelskill.nodes.transforms import CONV_TEMPLATE, applicable, apply
+    from kernelskill.engine.transforms import CONV_TEMPLATE, applicable, apply
 
     task = TASKS / "level3" / "03_resnet_basic_block.py"
     seeds = {s.variant: s for s in compiler_seeds(Context(), str(task), tmp_path / "seeds")}
@@ -179,8 +180,8 @@ def test_flash_attention_recapture_fuses_attention(tmp_path, task_file):
     times of all go to the log (on an H200: the math path's seed 8.17 ms on L1 57, torch.compile 3.37; with the
     fused kernel: passed, and with the swept launch configuration the fused tf32x3 candidate took 3.40 ms in the
     eval)."""
-    from kernelskill.nodes.transforms import applicable, apply
-    from kernelskill.runner.inductor_seed import FLASH_MARK
+    from kernelskill.engine.inductor_seed import FLASH_MARK
+    from kernelskill.engine.transforms import applicable, apply
 
     task = TASKS / task_file
     template = capture_variant(Context(), str(task), "triton", tmp_path)

@@ -7,9 +7,9 @@ reviewed for real, in its own process, on Triton's CPU interpreter.
 
 from pathlib import Path
 
+from kernelskill.engine.compiler import SeedOutcome
 from kernelskill.graph.context import Context
 from kernelskill.nodes import generator as generator_node
-from kernelskill.nodes.compiler import SeedOutcome
 from kernelskill.runs import execute, new_run
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -7,9 +7,9 @@ import pytest
 from typer.testing import CliRunner
 
 from kernelskill.cli import app
+from kernelskill.engine.precision import precision_variants
 from kernelskill.graph.context import Context
 from kernelskill.nodes.reviewer import is_better
-from kernelskill.runner.dot_precision import precision_variants
 from kernelskill.runner.sandbox import run_review
 from kernelskill.runner.static_check import tf32_allowed
 
@@ -118,7 +118,7 @@ def test_dot_precision_proposes_single_pass_tf32_only_where_the_policy_allows_it
 
 
 def test_the_offline_transform_follows_the_policy(tmp_path):
-    from kernelskill.nodes.transforms import apply
+    from kernelskill.engine.transforms import apply
 
     source = DEFAULT_DOT.replace("PRECISION", ', input_precision="ieee"')
     for precision, n in (("fp32", 1), ("tf32", 3)):

@@ -5,18 +5,10 @@ import json
 
 import pytest
 
+from kernelskill.engine.precision import precision_variants, tf32_rounded, with_precision
+from kernelskill.engine.transforms import applicable
 from kernelskill.nodes.feature_extractor import extract_features
-from kernelskill.nodes.transforms import applicable
-from kernelskill.runner.dot_precision import (
-    PRECISIONS,
-    ROUNDED,
-    TF32,
-    count_exact_dots,
-    dot_precisions,
-    precision_variants,
-    tf32_rounded,
-    with_precision,
-)
+from kernelskill.runner.dot_precision import PRECISIONS, ROUNDED, TF32, count_exact_dots, dot_precisions
 from kernelskill.runner.sandbox import run_review
 from kernelskill.runner.static_check import embedded_kernel_trees
 from kernelskill.skills_kb.policy import decide
@@ -180,9 +172,9 @@ def test_rewritten_gemm_passes_review_and_compiles_for_sm90(tmp_path, precision)
 
 
 def test_autotune_recapture_keeps_the_parents_dot_precision(tmp_path, monkeypatch):
+    from kernelskill.engine import transforms
+    from kernelskill.engine.compiler import SeedOutcome
     from kernelskill.graph.context import Context
-    from kernelskill.nodes import transforms
-    from kernelskill.nodes.compiler import SeedOutcome
     from kernelskill.runner.dot_precision import applied_precision
 
     seed = '"""kernelskill compiler seed for t: TorchInductor\'s kernels (variant \'triton\')"""\n' + inductor(

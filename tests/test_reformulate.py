@@ -1,4 +1,4 @@
-"""Forms of convolutions and adaptive poolings that Inductor makes Triton kernels of (runner/reformulate.py)."""
+"""Forms of convolutions and adaptive poolings that Inductor makes Triton kernels of (engine/reformulate.py)."""
 
 import itertools
 
@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from kernelskill.runner.reformulate import (
+from kernelskill.engine.reformulate import (
     DIRECT_MAX_TERMS,
     adaptive_avg_pool1d_decomposed,
     adaptive_avg_pool_decomposed,

@@ -100,7 +100,7 @@ def test_spares_keep_one_process_per_module_and_environment():
     from kernelskill.runner import sandbox
 
     spares = sandbox._Spares()
-    env, capture_module = sandbox.scrubbed_env(), "kernelskill.runner.inductor_seed"
+    env, capture_module = sandbox.scrubbed_env(), "kernelskill.engine.inductor_seed"
     assert spares.take(sandbox.REVIEW_MODULE, env) is None  # first use: none ready, one started
     _, first = spares.waiting[sandbox.REVIEW_MODULE]
     spares.prestart(sandbox.REVIEW_MODULE, env)  # already one: no second
@@ -127,7 +127,7 @@ def test_capture_child_serves_one_request_as_a_spare(tmp_path):
     req, res, log = tmp_path / "req.json", tmp_path / "res.json", tmp_path / "log.txt"
     req.write_text(json.dumps({"task_path": str(tmp_path / "missing.py"), "variant": "default"}))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kernelskill.runner.inductor_seed", "--spare"], stdin=subprocess.PIPE, text=True
+        [sys.executable, "-m", "kernelskill.engine.inductor_seed", "--spare"], stdin=subprocess.PIPE, text=True
     )
     assert proc.stdin is not None
     proc.stdin.write(json.dumps([str(req), str(res), str(log), str(tmp_path)]) + "\n")

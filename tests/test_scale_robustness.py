@@ -118,7 +118,7 @@ def test_exact_kernel_on_a_near_constant_output_passes_review(tmp_path):
 
 
 def test_the_capture_self_check_uses_the_same_rule(tmp_path):
-    from kernelskill.runner.inductor_seed import self_check
+    from kernelskill.engine.inductor_seed import self_check
 
     assert self_check(str(NEAR_CONSTANT), ROW_NORM_MEAN, device="cpu") is None
     wrong = ROW_NORM_MEAN.replace("/ cols)\n", "/ cols + 1e-3)\n")

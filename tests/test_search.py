@@ -1,7 +1,7 @@
 """Seeds and best-first search: the parents pool, the parent draw, extra seeds in a scripted run."""
 
 from kernelskill.graph.context import Context
-from kernelskill.nodes.search import select_parent, update_parents
+from kernelskill.graph.search import select_parent, update_parents
 from kernelskill.runs import execute, new_run
 
 from scripts_util import fenced, write_script

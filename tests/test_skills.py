@@ -83,7 +83,7 @@ def test_retrieval_examples(query, expected):
 
 def test_every_card_transform_is_implemented_and_named_in_the_offline_banner():
     from kernelskill.cli_common import deterministic_skills
-    from kernelskill.nodes.transforms import applicable
+    from kernelskill.engine.transforms import applicable
     from kernelskill.skills_kb.library import default_library
 
     named = [c for c in default_library().cards.values() if c.transform]

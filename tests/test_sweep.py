@@ -4,7 +4,7 @@ import ast
 
 import pytest
 
-from kernelskill.nodes.sweep import sweep_variants, sweepable_launches
+from kernelskill.engine.sweep import sweep_variants, sweepable_launches
 from kernelskill.runner.taskfile import load_source_module
 
 VECTOR_ADD = """import torch

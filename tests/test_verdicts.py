@@ -7,8 +7,8 @@ import pytest
 from openai_stub import StubOpenAI
 
 from kernelskill.graph.context import Context
-from kernelskill.nodes.llm import ask_verdict
-from kernelskill.nodes.verdicts import NOT_STATED, DiagnoserVerdict, diagnoser_from_text, planner_from_text
+from kernelskill.nodes.model.llm import ask_verdict
+from kernelskill.nodes.model.verdicts import NOT_STATED, DiagnoserVerdict, diagnoser_from_text, planner_from_text
 from kernelskill.runs import execute, new_run
 
 from scripts_util import fenced, write_script
@@ -163,7 +163,7 @@ def test_diagnoser_json_with_synonym_keys_and_code():
 
 
 def test_diagnoser_without_a_stated_cause_records_not_stated(caplog):
-    with caplog.at_level(logging.WARNING, logger="kernelskill.nodes.verdicts"):
+    with caplog.at_level(logging.WARNING, logger="kernelskill.nodes.model.verdicts"):
         v, problem = diagnoser_from_text("Here is a corrected version.\n\n" + MODULE)
     assert v.root_cause == NOT_STATED and "class ModelNew" in v.code and not problem
     assert "no root cause" in caplog.text

@@ -1,0 +1,527 @@
+"""Equivalent forms of ops that Inductor hands to a library or covers with a slow template.
+
+Inductor generates Triton kernels (templates) for 2-D and 3-D convolutions with unit dilation; a 1-D
+convolution or a transposed one stays a cuDNN call (``extern_kernels.convolution``), so a compiler seed
+of such a task is "correct, main work not custom". Before a Triton-template capture, the Dynamo graph
+is rewritten into forms Inductor generates Triton kernels for (:func:`triton_forms`):
+
+- ``conv1d`` -> ``conv2d`` over a height-1 view (input ``(N, C, 1, L)``, weight ``(O, I, 1, k)``);
+- a dilated ``conv2d`` / ``conv3d`` (the templates take unit dilation only) -> the same convolution
+  with a zero-stuffed kernel (``d - 1`` zeros between taps: ``d^2`` / ``d^3`` times the multiply-adds);
+- ``conv_transposeNd`` -> a stride-1 convolution of the zero-stuffed input: ``s - 1``
+  zeros between neighbours along each dimension of stride ``s``, ``k - 1 - p`` zeros (a crop when
+  negative) on each side plus ``output_padding`` at the end, and the weight's in/out channels swapped
+  per group and its taps flipped. It does ``s^d`` times the multiply-adds of the transposed
+  convolution (3/4 of them on zeros for ``s = 2`` in 2-D): the reviewer times it against the cuDNN
+  seed and the record says which is faster;
+- a grouped convolution whose reduction is short (input channels per group x kernel taps at most
+  :data:`DIRECT_MAX_TERMS`, e.g. a depthwise 3x3 or 7x7) -> a sum of shifted, strided slices of the
+  padded input times per-channel weights (:func:`grouped_direct`), which Inductor fuses into one
+  elementwise kernel. The convolution template runs a grouped convolution one group at a time with
+  output tiles far wider than the group (a depthwise 3x3 of 128 channels on an H200: 193 ms against
+  cuDNN's 1.26 ms), and the GEMM forms need one group;
+- ``adaptive_avg_pool1d`` / ``adaptive_avg_pool2d``, which Inductor leaves to ATen when a pooling
+  window is larger than 5x5 -> a mean over reshaped windows (sizes that divide) or PyTorch's own
+  decomposition (uneven, overlapping windows: a masked sum over gathered windows), both lowered by
+  Inductor to a reduction kernel (:func:`adaptive_avg_pool_decomposed`).
+
+With ``split`` (the ``dot_precision`` skill's recapture of a compiler seed), every fp32 GEMM
+(``@``, ``matmul``, ``mm``, ``bmm``, ``addmm``, ``linear``; im2col GEMMs and the two products of a
+``scaled_dot_product_attention`` without dropout too) becomes one GEMM over
+three times the reduction: ``[a_lo | a_hi | a_hi] @ [b_hi ; b_lo ; b_hi]``, where ``x_hi`` is ``x``
+rounded to the nearest TF32 value and ``x_lo = x - x_hi`` (exact). Captured with TF32 allowed, its
+products run on tensor cores at TF32 speed with 3xTF32 accuracy (only ``a_lo * b_lo`` and the
+truncation of the low parts are lost), where Triton's ``tf32x3`` splits the tiles inside the loop.
+
+Before the others, linear layers (and matmuls by one right operand) applied to most of the slices of
+one tensor along a batch-like dimension, as an unrolled RNN applies its input projection to
+``x[:, t]`` at each step, become one product over the whole tensor, sliced afterwards
+(:func:`hoist_sliced_products`): one large GEMM instead of one per step, and one Inductor autotune
+instead of one per slice (each slice's storage offset makes a new autotuning key).
+
+``nn.TransformerEncoderLayer``'s eval-mode fast path (one ``_transformer_encoder_layer_fwd`` op, which
+Inductor leaves to PyTorch) is written out as the layer's ops when it has no mask and a batch-first input
+(``runner/flash_attention.encoder_layer``).
+
+With ``flash`` (the ``flash_attention`` skill's recapture), each attention call without masks or dropout
+(``scaled_dot_product_attention``; ``nn.MultiheadAttention``'s ``multi_head_attention_forward`` when it
+returns no weights; a written-out encoder layer's attention) becomes one fused Triton kernel
+(``engine/flash_attention.py``), which Inductor copies into its output module as a user-defined kernel.
+
+A dilated transposed or 1-D convolution gets both rewrites. With ``as_gemm`` (the ``conv_gemm``
+skill's recapture), every 2-D convolution of one group (1-D ones lifted, transposed ones stuffed
+first) becomes an explicit im2col gather (one copy kernel of ``kh * kw`` times the input) and one
+GEMM, so Inductor's matmul template does the math instead of its convolution template. Each form
+is exact up to floating-point summation order (tests compare them with PyTorch on the CPU).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import operator
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+_CONV = {1: torch.conv1d, 2: torch.conv2d, 3: torch.conv3d}
+_TRANSPOSED = {torch.conv_transpose1d: 1, torch.conv_transpose2d: 2, torch.conv_transpose3d: 3}
+_TRANSPOSED_BY_N = {n: f for f, n in _TRANSPOSED.items()}
+DIRECT_MAX_TERMS = 64  # a grouped convolution of at most this many (channel, tap) products per output: direct form
+
+
+def _tuple(value: int | Sequence[int], n: int) -> tuple[int, ...]:
+    if isinstance(value, (tuple, list)):
+        return tuple(int(v) for v in value)
+    return (int(value),) * n  # type: ignore[arg-type]
+
+
+def conv_for_template(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    stride: int | Sequence[int] = 1,
+    padding: int | Sequence[int] | str = 0,
+    dilation: int | Sequence[int] = 1,
+    groups: int = 1,
+    as_gemm: bool = False,
+    split: bool = False,
+) -> torch.Tensor:
+    """``torch.conv{1,2,3}d`` (same arguments, same result) with unit dilation, in 2-D or 3-D.
+
+    A grouped one with a short reduction runs as a sum of shifted inputs (:func:`grouped_direct`);
+    otherwise dilation becomes a zero-stuffed kernel; a 1-D convolution runs as a ``conv2d`` of
+    height 1; ``as_gemm``: a 2-D one of one group runs as im2col + GEMM (:func:`im2col_gemm`).
+    """
+    n = weight.dim() - 2
+    if isinstance(padding, str) or input.dim() != n + 2:
+        return _CONV[n](input, weight, bias, stride, padding, dilation, groups)
+    if direct_form(weight.shape, groups):
+        return grouped_direct(input, weight, bias, stride, padding, dilation, groups)
+    weight = _dilate(weight, _tuple(dilation, n))
+    if n == 1:
+        (s,), (p,) = _tuple(stride, 1), _tuple(padding, 1)
+        out = conv_for_template(
+            input.unsqueeze(2), weight.unsqueeze(2), bias, (1, s), (0, p), 1, groups, as_gemm, split
+        )
+        return out.squeeze(2)
+    if as_gemm and n == 2 and groups == 1:
+        return im2col_gemm(input, weight, bias, _tuple(stride, 2), _tuple(padding, 2), split)
+    return _CONV[n](input, weight, bias, stride, padding, 1, groups)
+
+
+def direct_form(weight_shape: Sequence[int], groups: int) -> bool:
+    """True for a grouped convolution whose outputs each sum at most :data:`DIRECT_MAX_TERMS` products."""
+    return groups > 1 and math.prod(weight_shape[1:]) <= DIRECT_MAX_TERMS
+
+
+def grouped_direct(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: int | Sequence[int],
+    padding: int | Sequence[int],
+    dilation: int | Sequence[int],
+    groups: int,
+) -> torch.Tensor:
+    """``torch.conv{1,2,3}d`` as a sum over (input channel of the group, kernel tap) of weighted input slices.
+
+    Output channel ``j * m + r`` of group ``j`` (``m`` outputs per group) is the sum, over the group's
+    input channels ``c`` and taps ``t``, of the padded input's channel ``j * cg + c`` sliced at offset
+    ``t * dilation`` with step ``stride``, times ``weight[j * m + r, c, t]``. Every term is elementwise,
+    so Inductor fuses the whole sum (and the padding, as masked loads) into one kernel.
+    """
+    n = weight.dim() - 2
+    s, p, d = _tuple(stride, n), _tuple(padding, n), _tuple(dilation, n)
+    o, cg, k = weight.shape[0], weight.shape[1], weight.shape[2:]
+    m = o // groups
+    if any(p):
+        input = F.pad(input, [q for i in reversed(range(n)) for q in (p[i], p[i])])
+    batch, size = input.shape[0], input.shape[2:]
+    out = [(size[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(n)]
+    x = input.reshape(batch, groups, 1, cg, *size)
+    w = weight.reshape(groups, m, cg, *k)
+    acc: torch.Tensor | None = None
+    every: tuple[slice, ...] = (slice(None),) * 2
+    for c in range(cg):
+        for tap in itertools.product(*(range(ki) for ki in k)):
+            window = tuple(slice(t * d[i], t * d[i] + s[i] * (out[i] - 1) + 1, s[i]) for i, t in enumerate(tap))
+            x_index: tuple[slice | int, ...] = (*every, slice(None), c, *window)
+            w_index: tuple[slice | int, ...] = (*every, c, *tap)
+            term = x[x_index] * w[w_index].reshape(1, groups, m, *([1] * n))
+            acc = term if acc is None else acc + term
+    assert acc is not None
+    result = acc.reshape(batch, o, *out)
+    return result if bias is None else result + bias.reshape(1, o, *([1] * n))
+
+
+def adaptive_avg_pool_decomposed(input: torch.Tensor, output_size: Any) -> torch.Tensor:
+    """``F.adaptive_avg_pool2d`` (same arguments, same result) in ops that Inductor lowers to its own kernels.
+
+    Sizes that divide evenly: a mean over the windows of a reshaped view; otherwise PyTorch's own
+    decomposition of ``aten._adaptive_avg_pool2d`` (a masked sum over gathered, clamped windows).
+    """
+    from torch._decomp.decompositions import adaptive_avg_pool2d as decomposition
+
+    sizes = list(output_size) if isinstance(output_size, (tuple, list)) else [output_size] * 2
+    oh, ow = (input.shape[i - 2] if o is None else int(o) for i, o in enumerate(sizes))
+    h, w = input.shape[-2:]
+    if h % oh == 0 and w % ow == 0:
+        return input.reshape(*input.shape[:-2], oh, h // oh, ow, w // ow).mean(dim=(-3, -1))
+    return decomposition(input, (oh, ow))
+
+
+def adaptive_avg_pool1d_decomposed(input: torch.Tensor, output_size: Any) -> torch.Tensor:
+    """``torch.adaptive_avg_pool1d`` as a 2-D adaptive pooling of height 1."""
+    size = output_size[0] if isinstance(output_size, (tuple, list)) else output_size
+    return adaptive_avg_pool_decomposed(input.unsqueeze(-2), (1, size)).squeeze(-2)
+
+
+def split_tf32(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(hi, lo)``: fp32 ``x`` rounded to the nearest TF32 value (ties away from zero), and ``x - hi``.
+
+    ``hi`` has TF32's 10 mantissa bits, so a TF32 product takes it unchanged; ``lo`` is exact in fp32.
+    Infinities and NaNs stay in ``hi`` (``lo`` 0); a finite value that would round up to infinity is
+    truncated instead, so that ``hi + lo == x`` holds for every finite ``x``.
+    """
+    bits = x.view(torch.int32)
+    special = (bits & 0x7F800000) == 0x7F800000
+    rounded = (bits + 0x1000) & -0x2000
+    rounded = torch.where((rounded & 0x7F800000) == 0x7F800000, bits & -0x2000, rounded)
+    hi = torch.where(special, bits, rounded).view(torch.float32)
+    return hi, torch.where(special, torch.zeros_like(x), x - hi)
+
+
+def matmul_3xtf32(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` for fp32 matrices (or batches) as one GEMM over ``[a_lo | a_hi | a_hi] @ [b_hi ; b_lo ; b_hi]``.
+
+    The small products come first in the reduction, so the large ones are added to their sum.
+    Other dtypes and vectors are left to ``torch.matmul``.
+    """
+    if a.dtype != torch.float32 or b.dtype != torch.float32 or a.dim() < 2 or b.dim() < 2:
+        return torch.matmul(a, b)
+    a_hi, a_lo = split_tf32(a)
+    b_hi, b_lo = split_tf32(b)
+    return torch.matmul(torch.cat([a_lo, a_hi, a_hi], -1), torch.cat([b_hi, b_lo, b_hi], -2))
+
+
+def linear_3xtf32(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear`` through :func:`matmul_3xtf32`."""
+    out = matmul_3xtf32(input, weight.t())
+    return out if bias is None else out + bias
+
+
+def addmm_3xtf32(
+    input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: Any = 1, alpha: Any = 1
+) -> torch.Tensor:
+    """``torch.addmm`` through :func:`matmul_3xtf32`."""
+    out = matmul_3xtf32(mat1, mat2)
+    out = out if alpha == 1 else out * alpha
+    return out + (input if beta == 1 else input * beta)
+
+
+def sdpa_3xtf32(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> torch.Tensor:
+    """``F.scaled_dot_product_attention`` without dropout, its two products through :func:`matmul_3xtf32`.
+
+    PyTorch's reference formula: ``softmax(q @ k^T * scale + mask) @ v``, a causal mask aligned to the
+    top left, a boolean mask keeping where it is True, a float mask added; with ``enable_gqa`` the key
+    and value heads repeated to the query's.
+    """
+    if dropout_p:
+        raise ValueError("sdpa_3xtf32 has no dropout (the rewrite skips calls that may drop out)")
+    length, source = query.shape[-2], key.shape[-2]
+    if enable_gqa and key.shape[-3] != query.shape[-3]:
+        key = key.repeat_interleave(query.shape[-3] // key.shape[-3], -3)
+        value = value.repeat_interleave(query.shape[-3] // value.shape[-3], -3)
+    factor = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = matmul_3xtf32(query, key.transpose(-2, -1)) * factor
+    if is_causal:
+        keep = torch.ones(length, source, dtype=torch.bool, device=query.device).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    return matmul_3xtf32(torch.softmax(scores, dim=-1), value)
+
+
+_SPLIT_GEMMS = {
+    operator.matmul: matmul_3xtf32,
+    torch.matmul: matmul_3xtf32,
+    torch.mm: matmul_3xtf32,
+    torch.bmm: matmul_3xtf32,
+    torch._C._nn.linear: linear_3xtf32,
+    torch.addmm: addmm_3xtf32,
+}
+
+
+def im2col_gemm(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: Sequence[int],
+    padding: Sequence[int],
+    split: bool = False,
+) -> torch.Tensor:
+    """A one-group ``conv2d`` with unit dilation as an explicit im2col gather and one GEMM.
+
+    The columns are a strided view of the padded input (``Tensor.unfold``) copied once into
+    ``(N * OH * OW, C * KH * KW)``; the product with the ``(C * KH * KW, O)`` weight is returned
+    as an ``(N, O, OH, OW)`` view of the ``(N, OH, OW, O)`` result.
+    """
+    (sh, sw), (ph, pw) = stride, padding
+    o, c, kh, kw = weight.shape
+    x = F.pad(input, (pw, pw, ph, ph)) if ph or pw else input
+    patches = x.unfold(2, kh, sh).unfold(3, kw, sw)  # (N, C, OH, OW, KH, KW), a view
+    n, _, oh, ow = patches.shape[:4]
+    cols = patches.permute(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * kh * kw)
+    w = weight.reshape(o, c * kh * kw).t()
+    out = matmul_3xtf32(cols, w) if split else cols @ w
+    if bias is not None:
+        out = out + bias
+    return out.view(n, oh, ow, o).permute(0, 3, 1, 2)
+
+
+def _dilate(weight: torch.Tensor, d: Sequence[int]) -> torch.Tensor:
+    """A kernel with ``d - 1`` zeros between its taps along each spatial dimension."""
+    for i, di in enumerate(d):
+        weight = _stuff(weight, 2 + i, di)
+    return weight
+
+
+def _stuff(x: torch.Tensor, dim: int, s: int) -> torch.Tensor:
+    """``s - 1`` zeros between neighbours along ``dim`` (length L -> (L - 1) * s + 1)."""
+    if s == 1:
+        return x
+    length = x.shape[dim]
+    x = x.unsqueeze(dim + 1)
+    zeros = x.new_zeros(*x.shape[: dim + 1], s - 1, *x.shape[dim + 2 :])
+    x = torch.cat([x, zeros], dim=dim + 1).flatten(dim, dim + 1)
+    return x.narrow(dim, 0, (length - 1) * s + 1)
+
+
+def conv_transpose_as_conv(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    stride: int | Sequence[int] = 1,
+    padding: int | Sequence[int] = 0,
+    output_padding: int | Sequence[int] = 0,
+    groups: int = 1,
+    dilation: int | Sequence[int] = 1,
+    as_gemm: bool = False,
+    split: bool = False,
+) -> torch.Tensor:
+    """``torch.conv_transpose{1,2,3}d`` computed as a stride-1 convolution of the zero-stuffed input."""
+    n = weight.dim() - 2
+    s, p, op, d = (_tuple(v, n) for v in (stride, padding, output_padding, dilation))
+    if input.dim() != n + 2:
+        return _TRANSPOSED_BY_N[n](input, weight, bias, stride, padding, output_padding, groups, dilation)
+    weight = _dilate(weight, d)
+    k = weight.shape[2:]
+    x = input
+    for i in range(n):
+        x = _stuff(x, 2 + i, s[i])
+    pads: list[int] = []
+    for i in reversed(range(n)):  # F.pad lists the last dimension first
+        pads += [k[i] - 1 - p[i], k[i] - 1 - p[i] + op[i]]
+    x = F.pad(x, pads)
+    c_in, c_out_g = weight.shape[0], weight.shape[1]
+    w = (
+        weight.reshape(groups, c_in // groups, c_out_g, *k)
+        .transpose(1, 2)
+        .reshape(groups * c_out_g, c_in // groups, *k)
+    )
+    w = w.flip(list(range(2, 2 + n)))
+    return conv_for_template(x, w, bias, 1, 0, 1, groups, as_gemm, split)
+
+
+def _static_arg(node: Any, index: int, name: str, default: Any) -> Any:
+    return node.args[index] if len(node.args) > index else node.kwargs.get(name, default)
+
+
+def _weight_shape(node: Any) -> tuple[int, ...] | None:
+    """The static shape of a convolution node's weight (Dynamo's example value), when known."""
+    value = node.args[1].meta.get("example_value") if len(node.args) > 1 and hasattr(node.args[1], "meta") else None
+    try:
+        return tuple(int(v) for v in value.shape) if value is not None else None
+    except TypeError:  # symbolic sizes
+        return None
+
+
+def _direct_products(node: Any) -> int:
+    """Products per output of a convolution node run in the direct form (static shape and groups), else 0."""
+    groups, shape = _static_arg(node, 6, "groups", 1), _weight_shape(node)
+    if isinstance(groups, int) and shape is not None and direct_form(shape, groups):
+        return math.prod(shape[1:])
+    return 0
+
+
+def _conv_form(node: Any, as_gemm: bool, products: int) -> str:
+    """What rewriting convolution ``node`` into :func:`conv_for_template` does ('' for nothing).
+
+    ``products``: :func:`_direct_products` of the node. A ``conv1d`` is always rewritten.
+    """
+    name, groups = node.target.__name__, _static_arg(node, 6, "groups", 1)
+    if products:
+        return f"grouped {name} -> sum of shifted inputs ({products} products per output)"
+    if node.target is torch.conv1d:
+        return "conv1d -> conv2d"
+    what = ""
+    dilation = _static_arg(node, 5, "dilation", 1)
+    if isinstance(dilation, (int, tuple, list)) and any(int(d) > 1 for d in _tuple(dilation, 1)):
+        what = f"dilated {name} -> dense kernel with zeros between taps"
+    if as_gemm and node.target is torch.conv2d and groups == 1:
+        what = f"{what}; " if what else ""
+        what += "conv2d -> im2col + GEMM"
+    return what
+
+
+_SLICED_PRODUCTS = {torch._C._nn.linear: "linear", operator.matmul: "matmul", torch.matmul: "matmul"}
+
+
+def _slice_of(node: Any) -> tuple[Any, int, tuple] | None:
+    """``(tensor, dim, index)`` when ``node`` is ``tensor[:, ..., :, i]`` (full slices, then one int), else None."""
+    if getattr(node, "op", None) != "call_function" or node.target is not operator.getitem:
+        return None
+    base, index = node.args[0], node.args[1]
+    index = index if isinstance(index, tuple) else (index,)
+    dim = next((k for k, item in enumerate(index) if item != slice(None)), len(index))
+    if dim != len(index) - 1 or not isinstance(index[-1], int) or isinstance(index[-1], bool):
+        return None
+    return base, dim, index
+
+
+def hoist_sliced_products(gm: Any) -> list[str]:
+    """One product over the whole tensor for products by one operand of most of its slices (see module doc).
+
+    A group is the ``linear(x[..., i], W, b)`` calls (or ``x[..., i] @ W``) sharing ``x``, the sliced
+    dimension and the other operands; the dimension must not be the contracted (last) one, and the
+    group must cover at least half of its length (at least two slices), so that the whole product
+    does no more than twice the work. Rewrites in place; returns what was rewritten.
+    """
+    order = {node: i for i, node in enumerate(gm.graph.nodes)}
+    groups: dict[tuple, list[tuple[Any, tuple]]] = defaultdict(list)
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target not in _SLICED_PRODUCTS or node.kwargs:
+            continue
+        sliced = _slice_of(node.args[0])
+        if sliced is None:
+            continue
+        base, dim, index = sliced
+        value = getattr(base, "meta", {}).get("example_value")
+        if value is None or dim >= value.dim() - 1:
+            continue
+        key = (_SLICED_PRODUCTS[node.target], base, dim, *node.args[1:])
+        groups[key].append((node, index))
+    done: list[str] = []
+    for (name, base, dim, *others), members in groups.items():
+        length = base.meta["example_value"].shape[dim]
+        if len(members) < 2 or 2 * len(members) < length:
+            continue
+        members.sort(key=lambda m: order[m[0]])
+        target = torch._C._nn.linear if name == "linear" else torch.matmul
+        with gm.graph.inserting_before(members[0][0]):
+            whole = gm.graph.call_function(target, (base, *others))
+        for node, index in members:
+            with gm.graph.inserting_before(node):
+                part = gm.graph.call_function(operator.getitem, (whole, index))
+            node.replace_all_uses_with(part)
+            sliced = node.args[0]
+            gm.graph.erase_node(node)
+            if not sliced.users:  # the slice fed only this product (only such nodes are removed)
+                gm.graph.erase_node(sliced)
+        done.append(f"{len(members)} {name} calls on slices of one tensor -> one {name} over the whole tensor")
+    if done:
+        gm.recompile()
+    return done
+
+
+def flash_eligible(gm: Any) -> int:
+    """How many attention calls of a Dynamo graph the fused kernel can take.
+
+    The calls: ``scaled_dot_product_attention`` and ``nn.MultiheadAttention``'s ``multi_head_attention_forward``.
+    """
+    from .flash_attention import sdpa_node_eligible
+
+    nodes = (n for n in gm.graph.nodes if n.op == "call_function")
+    return sum(sdpa_node_eligible(n, _static_arg) is None for n in nodes)
+
+
+def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False, flash: bool = False) -> list[str]:
+    """Rewrite the ops of a Dynamo FX graph module in place into forms Inductor makes Triton kernels of.
+
+    Returns what was rewritten. A ``conv2d`` / ``conv3d`` is rewritten when it is grouped with a
+    short reduction (static weight shape), its dilation is (statically) above 1, or, with ``as_gemm``,
+    it is a ``conv2d`` of (statically) one group; ``as_gemm`` turns every rewritten 2-D convolution of
+    one group into im2col + GEMM. Adaptive average poolings are always decomposed. ``split``: every
+    GEMM call (and every im2col GEMM) as a 3xTF32 split GEMM (:func:`matmul_3xtf32`). Products of
+    slices are hoisted first (:func:`hoist_sliced_products`). ``flash``: every attention call
+    :func:`flash_eligible` counts as one fused Triton kernel (``engine/flash_attention.py``), before ``split``.
+    """
+    from .flash_attention import (
+        ENCODER_LAYER,
+        FUSED,
+        encoder_layer,
+        encoder_layer_fused,
+        encoder_node_eligible,
+        sdpa_node_eligible,
+    )
+
+    done = hoist_sliced_products(gm)
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        target, what, direct = node.target, "", 0
+        if target in (torch.conv2d, torch.conv3d, torch.conv1d):
+            direct = _direct_products(node)
+            what = _conv_form(node, as_gemm, direct)
+            if what:
+                node.target = conv_for_template
+        elif target in _TRANSPOSED:
+            node.target = conv_transpose_as_conv
+            what = f"conv_transpose{_TRANSPOSED[target]}d -> stride-1 convolution of the zero-stuffed input"
+        elif target is F.adaptive_avg_pool2d or target is torch.adaptive_avg_pool1d:
+            two_d = target is F.adaptive_avg_pool2d
+            node.target = adaptive_avg_pool_decomposed if two_d else adaptive_avg_pool1d_decomposed
+            done.append(f"adaptive_avg_pool{2 if two_d else 1}d -> window means / masked sums")
+            continue
+        elif target is ENCODER_LAYER and not encoder_node_eligible(node, _static_arg):
+            fused = flash and sdpa_node_eligible(node, _static_arg) is None
+            node.target = encoder_layer_fused if fused else encoder_layer
+            done.append("transformer encoder layer (fast path) -> its ops" + (", attention fused" if fused else ""))
+            continue
+        elif flash and target in FUSED and not sdpa_node_eligible(node, _static_arg):
+            name, node.target = FUSED[target]
+            done.append(f"{name} -> fused Triton flash kernel")
+            continue
+        elif split and target in _SPLIT_GEMMS:
+            node.target = _SPLIT_GEMMS[target]
+            done.append(f"{getattr(target, '__name__', 'matmul')} -> 3xTF32 split GEMM")
+            continue
+        elif split and target is torch._C._nn.scaled_dot_product_attention and not _static_arg(node, 4, "dropout_p", 0):
+            node.target = sdpa_3xtf32  # an attention's products would otherwise be decomposed below the FX graph
+            done.append("scaled_dot_product_attention -> softmax of 3xTF32 split GEMMs")
+            continue
+        if what:
+            if as_gemm and not direct:
+                node.kwargs = {**node.kwargs, "as_gemm": True, **({"split": True} if split else {})}
+                what += "" if "GEMM" in what else " (then im2col + GEMM if one group)"
+                what += " (3xTF32 split)" if split else ""
+            done.append(what)
+    if done:
+        gm.recompile()
+    return done

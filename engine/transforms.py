@@ -1,0 +1,278 @@
+"""Deterministic skills: source transforms the optimizer applies without a model (offline engine).
+
+Each transform implements the method of the skill cards that name it (``transform:`` in the card):
+
+- ``cuda_graph`` (card ``cuda-graphs``): the candidate's ``ModelNew`` is subclassed; the subclass
+  captures the forward once per input signature in a CUDA graph (after two warm-up calls that
+  compile, autotune and allocate) and replays it, copying new inputs into the static input buffers
+  and returning clones of the static outputs (so a later call never overwrites a returned tensor).
+- ``autotune_sweep`` (cards ``autotune-configs``, ``block-size-num-warps``): for a compiler seed,
+  TorchInductor's own sweep (max-autotune over GEMM/convolution templates plus coordinate-descent
+  tuning of every kernel's block sizes, ``num_warps`` and ``num_stages``), captured as a new seed;
+  a compiler seed whose dots were moved to ``tf32x3`` / ``tf32`` / ``tf32r`` is recaptured with TF32 matmuls
+  allowed (Inductor then autotunes its templates for tensor-core products) and given its
+  precision back; for a hand-written candidate, one-knob-at-a-time neighbours of each launch's constexpr tile sizes
+  and ``num_warps`` / ``num_stages`` (``engine/sweep.py``), every variant reviewed.
+- ``conv_gemm`` (card ``conv-im2col-gemm``): a compiler seed with a Triton convolution template
+  kernel recaptured with its 2-D convolutions as im2col + GEMM (``engine/reformulate.py``), so that
+  Inductor's matmul template does their math; the parent's dot precision is kept as for
+  ``autotune_sweep`` (with ``Context.split_gemm``, a ``tf32x3`` parent also gets the GEMMs over 3xTF32
+  split operands, as ``dot_precision`` makes them), and a later ``autotune_sweep`` keeps the form.
+- ``dot_precision`` (card ``dot-input-precision``): every fp32 ``tl.dot`` kept off tensor cores
+  (``input_precision="ieee"`` / ``allow_tf32=False``) rewritten to ``"tf32x3"`` and, as further
+  variants, ``"tf32"`` and ``"tf32"`` of operands rounded to nearest (``tf32r``; ``runner/dot_precision.py``);
+  with ``Context.split_gemm`` (off by default), for a compiler seed whose dots are all GEMM templates,
+  also a recapture with each fp32 GEMM as one TF32 GEMM over 3xTF32 split operands
+  (``engine/reformulate.py``); the reviewer keeps the fastest one that is correct. On an H200 the split
+  GEMMs missed the fp32 tolerance on level 1's 4096^3 matmuls and on attention (likely because every
+  product goes into the running sum inside the tensor-core instruction, where Triton's ``tf32x3`` adds
+  each tile's products to it in fp32) and, where correct, were never the fastest candidate
+  (docs/benchmarks.md, "split GEMM").
+- ``flash_attention`` (card ``flash-attention``): a compiler seed whose graph has attention the fused kernel
+  can take (header mark ``ATTENTION_MARK``: ``scaled_dot_product_attention`` or ``nn.MultiheadAttention``
+  without masks, dropout or returned weights) recaptured with each such call as one fused Triton kernel
+  (``engine/flash_attention.py``), proposed with exact fp32 products and the three ``dot_precision``
+  variants; the parent's own ``dot_precision`` variants come too, so that the round is never worse than
+  the ``dot_precision`` round the policy's rule ``attention-unfused`` puts it ahead of. A later recapture
+  keeps the fused form.
+
+The reviewer judges every result like any other candidate; a transform only proposes.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kernelskill.engine.inductor_seed import ATTENTION_MARK, CONV_GEMM_MARK, FLASH_MARK, SPLIT_GEMM_MARK, TUNED
+from kernelskill.graph import deadline
+from kernelskill.graph.context import Context
+from kernelskill.runner.dot_precision import applied_precision, count_exact_dots
+from kernelskill.runner.static_check import tf32_allowed
+
+from .compiler import capture_variant, is_compiler_seed
+from .precision import precision_variants, with_precision
+from .sweep import sweep_variants, sweepable_launches
+
+GRAPH_MARK = "# ---- kernelskill transform: cuda_graph"
+CONV_TEMPLATE = re.compile(r"def triton_tem_fused_\w*convolution")  # Inductor's convolution template kernels
+SWEEP_VARIANTS = 4
+
+CUDA_GRAPH_WRAPPER = '''
+
+GRAPH_MARK ------------------------------------------------------------------
+_KsEagerModelNew = ModelNew
+
+
+def _ks_clone(out):
+    if isinstance(out, torch.Tensor):
+        return out.clone()
+    if isinstance(out, (tuple, list)):
+        return type(out)(_ks_clone(o) for o in out)
+    return out
+
+
+class ModelNew(_KsEagerModelNew):
+    """The candidate's forward, captured in a CUDA graph per input signature and replayed."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._ks_graphs = {}
+
+    def _ks_capture(self, inputs):
+        static_in = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        for _ in range(2):  # compile, autotune and allocate before the capture
+            super().forward(*static_in)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = super().forward(*static_in)
+        return graph, static_in, static_out
+
+    def forward(self, *inputs):
+        key = tuple(
+            (tuple(x.shape), x.stride(), x.dtype, x.device) if isinstance(x, torch.Tensor) else repr(x) for x in inputs
+        )
+        entry = self._ks_graphs.get(key)
+        if entry is None:
+            entry = self._ks_graphs[key] = self._ks_capture(inputs)
+        graph, static_in, static_out = entry
+        for dst, src in zip(static_in, inputs):
+            if isinstance(dst, torch.Tensor):
+                dst.copy_(src)
+        graph.replay()
+        return _ks_clone(static_out)
+'''.replace("GRAPH_MARK", GRAPH_MARK)
+
+
+def cuda_graph_wrap(source: str) -> str:
+    """``source`` with its ``ModelNew`` replayed from a CUDA graph (idempotent)."""
+    if GRAPH_MARK in source:
+        return source
+    head = source if "import torch\n" in source else "import torch\n" + source
+    return head.rstrip() + "\n" + CUDA_GRAPH_WRAPPER
+
+
+def unwrap_cuda_graph(source: str) -> str:
+    """``source`` without the CUDA-graph wrapper."""
+    i = source.find("\n\n" + GRAPH_MARK)
+    return source if i < 0 else source[:i].rstrip() + "\n"
+
+
+def applicable(transform: str, source: str) -> str | None:
+    """None when ``transform`` can be applied to ``source``, else why not."""
+    if not source:
+        return "no source"
+    if transform == "cuda_graph":
+        return "already replayed from a CUDA graph" if GRAPH_MARK in source else None
+    if transform == "autotune_sweep":
+        variant = is_compiler_seed(source)
+        if variant is not None:
+            return None if variant in TUNED else "already TorchInductor's autotuned variant"
+        if any(launch.knobs and not launch.skip_reason for launch in sweepable_launches(unwrap_cuda_graph(source))):
+            return None
+        return "no launch with literal constexpr tile sizes or num_warps to sweep"
+    if transform == "dot_precision":
+        return None if count_exact_dots(source) else "no fp32 tl.dot kept off tensor cores (ieee / allow_tf32=False)"
+    if transform in _SEED_FORMS:  # a compiler seed recaptured in another form
+        done_mark, done, wanted, unwanted = _SEED_FORMS[transform]
+        base = unwrap_cuda_graph(source)
+        if is_compiler_seed(base) is None:
+            return "not a compiler seed"
+        if _captured_with(base, done_mark):
+            return done
+        return None if wanted(base) else unwanted
+    return f"no deterministic transform named {transform!r}"
+
+
+# transform -> (its seed-header mark, why not again, does the seed need it, why not)
+_SEED_FORMS = {
+    "conv_gemm": (
+        CONV_GEMM_MARK,
+        "convolutions already captured as im2col GEMMs",
+        lambda base: bool(CONV_TEMPLATE.search(base)),
+        "no Triton convolution template kernel",
+    ),
+    "flash_attention": (
+        FLASH_MARK,
+        "attention already captured as a fused kernel",
+        lambda base: _captured_with(base, ATTENTION_MARK),
+        "no attention call the fused kernel can take",
+    ),
+}
+
+
+def split_gemm_applicable(base: str) -> str | None:
+    """None when a compiler seed can be recaptured with its GEMMs over 3xTF32 split operands, else why not.
+
+    A Triton convolution template would run in TF32 in such a capture (TF32 is allowed globally), so a
+    seed with one is left to ``conv_gemm`` first.
+    """
+    if _captured_with(base, SPLIT_GEMM_MARK):
+        return "GEMMs already over 3xTF32 split operands"
+    if CONV_TEMPLATE.search(base):
+        return "a Triton convolution template kernel would run in TF32"
+    return None if count_exact_dots(base) else "no fp32 tl.dot kept off tensor cores"
+
+
+def _captured_with(source: str, mark: str) -> bool:
+    """True for a compiler seed whose header names ``mark`` (``CONV_GEMM_MARK``, ``SPLIT_GEMM_MARK``)."""
+    return mark in source[:2000]
+
+
+def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Path) -> tuple[list[str], list[str], str]:
+    """Apply ``transform`` to ``source``: (new sources, one note per source, problem or '')."""
+    why = applicable(transform, source)
+    if why:
+        return [], [], f"{transform} not applicable: {why}"
+    if transform == "cuda_graph":
+        return [cuda_graph_wrap(source)], ["cuda_graph: forward captured in a CUDA graph and replayed"], ""
+    graphed = GRAPH_MARK in source
+    base = unwrap_cuda_graph(source)
+    variant = is_compiler_seed(base)
+    conv_gemm_form = _captured_with(base, CONV_GEMM_MARK)
+    if transform == "flash_attention" and variant is not None:
+        sources, notes, problem = _recapture(
+            ctx, task_path, workdir, base, variant, conv_gemm_form, graphed, "flash_attention", flash=True
+        )
+        if sources and count_exact_dots(sources[0]):  # the fused kernel's products, as dot_precision varies them
+            more = precision_variants(sources[0], _tf32_ok(ctx, task_path))
+            sources, notes = sources + [v for v, _ in more], notes + [f"{notes[0]}; {n}" for _, n in more]
+        if count_exact_dots(source):  # and the parent's: the round is never worse than dot_precision's
+            more = precision_variants(source, _tf32_ok(ctx, task_path))
+            sources += [v for v, _ in more]
+            notes += [f"flash_attention (the parent's dots, for comparison): {n}" for _, n in more]
+            if problem:
+                notes[0] += f"; no fused-attention recapture: {problem}"
+        return sources, notes, problem if not sources else ""
+    if transform == "dot_precision":
+        variants = precision_variants(source, _tf32_ok(ctx, task_path))
+        sources, notes = [v for v, _ in variants], [note for _, note in variants]
+        if ctx.split_gemm and variant is not None and split_gemm_applicable(base) is None:
+            split, split_notes, problem = _recapture(
+                ctx, task_path, workdir, base, variant, conv_gemm_form, graphed, "dot_precision", split=True
+            )
+            sources, notes = sources + split, notes + split_notes
+            if problem:  # the text variants stand (applicable() guarantees at least one)
+                notes[0] += f"; no 3xTF32 split-operand recapture: {problem}"
+        return sources, notes, ""
+    if transform == "conv_gemm" and variant is not None:
+        sources, notes, problem = _recapture(ctx, task_path, workdir, base, variant, True, graphed, "conv_gemm")
+        if ctx.split_gemm and applied_precision(base) == "tf32x3":  # near-fp32 on tensor cores, like tf32x3
+            split, split_notes, _ = _recapture(ctx, task_path, workdir, base, variant, True, graphed, "conv_gemm", True)
+            sources, notes = sources + split, notes + split_notes
+        return sources, notes, problem if not sources else ""
+    if variant is not None:
+        return _recapture(ctx, task_path, workdir, base, TUNED[variant], conv_gemm_form, graphed, "autotune_sweep")
+    variants = sweep_variants(base, max_variants=SWEEP_VARIANTS)
+    if not variants:
+        return [], [], "autotune_sweep: no variant to try"
+    sources = [cuda_graph_wrap(v) if graphed else v for v, _ in variants]
+    return sources, [f"autotune_sweep: {note}" for _, note in variants], ""
+
+
+def _tf32_ok(ctx: Context, task_path: str) -> bool:
+    """Single-pass TF32 variants are allowed for this task under the run's precision policy."""
+    try:
+        reference = Path(task_path).read_text()
+    except OSError:
+        reference = ""
+    return tf32_allowed(ctx.precision, reference)
+
+
+def _recapture(
+    ctx: Context,
+    task_path: str,
+    workdir: Path,
+    base: str,
+    variant: str,
+    conv_gemm: bool,
+    graphed: bool,
+    label: str,
+    split: bool = False,
+    flash: bool = False,
+) -> tuple[list[str], list[str], str]:
+    """A compiler seed captured again as ``variant`` (``conv_gemm``: convolutions as im2col GEMMs).
+
+    ``flash`` (or a parent captured so): attention calls as one fused Triton kernel each.
+
+    A parent whose dots were moved to tensor cores is recaptured with TF32 allowed, so that Inductor's
+    autotuning chooses its tiles for tensor-core products; the parent's precision is then written
+    back into the fresh capture's dots. ``split`` (or a parent captured so): GEMMs over 3xTF32 split
+    operands, whose TF32 dots are the method and stay as they are.
+    """
+    reserve = deadline.ROUND_RESERVE_S / 2  # the recapture's own review
+    split = split or _captured_with(base, SPLIT_GEMM_MARK)
+    flash = flash or _captured_with(base, FLASH_MARK)
+    precision = None if split else applied_precision(base)
+    tf32 = split or precision is not None
+    outcome = capture_variant(ctx, task_path, variant, workdir, tf32, reserve, conv_gemm, split, flash)
+    if not outcome.ok and precision:
+        outcome = capture_variant(ctx, task_path, variant, workdir, reserve_s=reserve, conv_gemm=conv_gemm, flash=flash)
+    if not outcome.ok:
+        return [], [], outcome.note()
+    new, note = outcome.source, f"{label}: {outcome.note()}"
+    if precision and precision != applied_precision(new):
+        new = with_precision(new, precision, among=("ieee", "tf32"))
+        note = f"{note}; dots kept at {precision}"
+    return [cuda_graph_wrap(new) if graphed else new], [note], ""

@@ -1,0 +1,1 @@
+"""Model plumbing for the roles: the client, recorded calls, verdict parsing, prompts and code blocks."""
