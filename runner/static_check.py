@@ -162,6 +162,31 @@ def check_source(source: str, reference: str | None = None) -> StaticReport:
         tree = ast.parse(source)
     except SyntaxError:
         return report  # the import reports the syntax error with its line
+    _check_kernels(report, tree, source)
+    _check_tampering(report, tree, source)
+    for op, line in library_calls(tree):
+        if HEAVY_LIBRARY_OPS.match(op):
+            report.warnings.append(f"library call {op} (line {line}): the main work runs in cuBLAS / cuDNN")
+            _label(report, "library_main_work")
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "ModelNew"):
+        _check_forward(report, cls)
+    precisions = dot_precisions(source)
+    if precisions & TF32:
+        label_tf32(report)
+    report.default_precision_dots = "default" in precisions
+    if reference is not None:
+        ref_ops = forward_compute_ops(reference, "Model")
+        cand_ops = forward_compute_ops(source, "ModelNew")
+        if ref_ops and ref_ops <= cand_ops:
+            report.warnings.append(
+                f"forward still calls every PyTorch op of the reference ({', '.join(sorted(ref_ops))})"
+            )
+            _label(report, "torch_main_work")
+    return report
+
+
+def _check_kernels(report: StaticReport, tree: ast.Module, source: str) -> None:
+    """A custom kernel must exist and be launched (the reference fallback is labelled instead)."""
     kernels = _kernels(tree)
     cuda = "load_inline" in source and "__global__" in source
     report.kernels = len(kernels) + source.count("__global__")
@@ -184,6 +209,10 @@ def check_source(source: str, reference: str | None = None) -> StaticReport:
         launch = re.compile(r"\b(" + "|".join(map(re.escape, sorted(names))) + r")(_\d+)?\.(run|warmup)\(")
         if not names & launched and not launch.search(source):
             report.strict.append(f"kernels {sorted(names)} are defined but never launched (kernel[grid](...))")
+
+
+def _check_tampering(report: StaticReport, tree: ast.Module, source: str) -> None:
+    """No threads, no patched timers or torch state, no global numerics settings, no extra streams."""
     for n in ast.walk(tree):
         if isinstance(n, (ast.Import, ast.ImportFrom)):
             imported = [a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""]
@@ -210,48 +239,32 @@ def check_source(source: str, reference: str | None = None) -> StaticReport:
                 report.strict.append(f"calls {name}: a global numerics setting changes the reference too")
             if re.search(r"(^|\.)(Stream|stream|ExternalStream)$", name) and "cuda" in name:
                 report.strict.append(f"calls {name}: work on extra streams escapes the timer")
-    for op, line in library_calls(tree):
-        if HEAVY_LIBRARY_OPS.match(op):
-            report.warnings.append(f"library call {op} (line {line}): the main work runs in cuBLAS / cuDNN")
-            _label(report, "library_main_work")
     if re.search(r"cudaStreamCreate|cudaStreamNonBlocking", source):
         report.strict.append("CUDA source creates streams: work on extra streams escapes the timer")
-    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "ModelNew"):
-        subs = _submodule_types(cls)
-        for fn in (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"):
-            for n in ast.walk(fn):
-                if isinstance(n, ast.Try):
-                    report.strict.append(
-                        f"try/except in forward (line {n.lineno}): a fallback would hide kernel failures"
-                    )
-                if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
-                    report.warnings.append(f"PyTorch matmul (@) in forward, line {n.lineno}")
-                    _label(report, "torch_main_work")
-                if not isinstance(n, ast.Call):
-                    continue
-                name = _dotted(n.func)
-                root, _, tail = name.rpartition(".")
-                if root == "self" and tail in subs and subs[tail].startswith(HEAVY_MODULES):
-                    report.warnings.append(f"nn.{subs[tail]} submodule self.{tail} called in forward, line {n.lineno}")
-                    _label(report, "torch_main_work")
-                elif tail in HEAVY_OPS and root and not root.startswith(("self", "tl", "triton")):
-                    report.warnings.append(f"PyTorch {name} in forward, line {n.lineno}")
-                    _label(report, "torch_main_work")
-                elif tail in LIGHT_OPS and root in ("torch", "F", "torch.nn.functional"):
-                    report.warnings.append(f"PyTorch {name} in forward, line {n.lineno}")
-    precisions = dot_precisions(source)
-    if precisions & TF32:
-        label_tf32(report)
-    report.default_precision_dots = "default" in precisions
-    if reference is not None:
-        ref_ops = forward_compute_ops(reference, "Model")
-        cand_ops = forward_compute_ops(source, "ModelNew")
-        if ref_ops and ref_ops <= cand_ops:
-            report.warnings.append(
-                f"forward still calls every PyTorch op of the reference ({', '.join(sorted(ref_ops))})"
-            )
-            _label(report, "torch_main_work")
-    return report
+
+
+def _check_forward(report: StaticReport, cls: ast.ClassDef) -> None:
+    """``ModelNew.forward``: no try/except fallback; PyTorch main work is labelled (not rejected)."""
+    subs = _submodule_types(cls)
+    for fn in (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"):
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Try):
+                report.strict.append(f"try/except in forward (line {n.lineno}): a fallback would hide kernel failures")
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
+                report.warnings.append(f"PyTorch matmul (@) in forward, line {n.lineno}")
+                _label(report, "torch_main_work")
+            if not isinstance(n, ast.Call):
+                continue
+            name = _dotted(n.func)
+            root, _, tail = name.rpartition(".")
+            if root == "self" and tail in subs and subs[tail].startswith(HEAVY_MODULES):
+                report.warnings.append(f"nn.{subs[tail]} submodule self.{tail} called in forward, line {n.lineno}")
+                _label(report, "torch_main_work")
+            elif tail in HEAVY_OPS and root and not root.startswith(("self", "tl", "triton")):
+                report.warnings.append(f"PyTorch {name} in forward, line {n.lineno}")
+                _label(report, "torch_main_work")
+            elif tail in LIGHT_OPS and root in ("torch", "F", "torch.nn.functional"):
+                report.warnings.append(f"PyTorch {name} in forward, line {n.lineno}")
 
 
 _CONV = re.compile(r"\bConv(?:Transpose)?[123]d\b|\bconv(?:_transpose)?[123]d\s*\(")
