@@ -9,7 +9,8 @@ What the graph's nodes use (the face):
   deterministic skills, one per skill card that names a ``transform``.
 - :func:`.accumulation.compensated` (diagnoser): the compensated-summation repair.
 
-Inside: the kernel families (:mod:`.flash_attention`), the precision rewrites (:mod:`.precision`,
+Inside: the kernel families (:mod:`.flash_attention`; :mod:`.conv`, the implicit-GEMM convolutions of
+every rank, forward and transposed, not yet proposed by a skill), the precision rewrites (:mod:`.precision`,
 :mod:`.accumulation`) and the launch-configuration sweep (:mod:`.sweep`). The engine imports the
 review side (``runner``) but never the reverse: the reviewer stays importable with torch and triton
 alone, and judges the engine's candidates like any model's.

@@ -1,0 +1,166 @@
+"""The convolution kernel family (``engine/conv.py``) on the CPU: Triton's interpreter against PyTorch in float64.
+
+Every form: 1-D / 2-D / 3-D, strided, dilated, grouped, depthwise, transposed (phase decomposition),
+asymmetric kernels and padding, channels-last inputs, a fused bias + ReLU epilogue, fp16 inputs, and
+the TF32 operand rounding. The sm_90 compile of the kernel runs without a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kernelskill.engine.conv import conv, from_module, output_size, pack_weight
+
+FORWARD = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+TRANSPOSED = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
+
+# (dims, in channels, out channels, kernel, stride, padding, dilation, groups, spatial size)
+CASES = {
+    "1d": (1, 5, 7, (3,), 1, 1, 1, 1, (11,)),
+    "1d-strided-dilated": (1, 4, 6, (3,), 2, 2, 2, 1, (13,)),
+    "2d": (2, 3, 8, (3, 3), 1, 1, 1, 1, (7, 6)),
+    "2d-strided": (2, 6, 5, (3, 3), 2, 0, 1, 1, (9, 8)),
+    "2d-dilated": (2, 4, 4, (3, 3), 1, 2, 2, 1, (8, 8)),
+    "2d-asymmetric": (2, 3, 5, (2, 5), (2, 1), (1, 2), 1, 1, (7, 9)),
+    "2d-grouped": (2, 8, 12, (3, 3), 1, 1, 1, 4, (6, 6)),
+    "2d-depthwise": (2, 6, 6, (3, 3), 1, 1, 1, 6, (6, 7)),
+    "3d": (3, 3, 4, (2, 3, 3), (1, 2, 1), (0, 1, 1), 1, 1, (4, 6, 5)),
+    "2d-many-channels": (2, 40, 20, (1, 1), 1, 0, 1, 1, (5, 5)),
+}
+
+
+def _inputs(case, transposed, seed=0):
+    dims, cin, cout, k, s, p, d, g, space = case
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, cin, *space, generator=gen)
+    shape = (cin, cout // g, *k) if transposed else (cout, cin // g, *k)
+    w = torch.randn(*shape, generator=gen) / (cin * len(k)) ** 0.5
+    b = torch.randn(cout, generator=gen)
+    return x, w, b
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_forward_equals_pytorch(name):
+    dims, _, _, _, s, p, d, g, _ = CASES[name]
+    x, w, b = _inputs(CASES[name], transposed=False)
+    want = FORWARD[dims](x.double(), w.double(), b.double(), s, p, d, g)
+    got = conv(x, w, b, s, p, d, g)
+    assert got.shape == want.shape and got.dtype == torch.float32 and got.is_contiguous()
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+
+
+TRANSPOSED_CASES = {
+    "1d-stride2": (1, 4, 6, (4,), 2, 1, 1, 1, (7,), 1),
+    "2d-stride2": (2, 5, 3, (3, 3), 2, 1, 1, 1, (5, 6), 1),
+    "2d-stride3-dilated": (2, 4, 4, (3, 2), (3, 2), (1, 0), (2, 1), 1, (4, 5), (2, 1)),
+    "2d-grouped": (2, 6, 4, (4, 4), 2, 1, 1, 2, (4, 4), 0),
+    "3d-stride2": (3, 3, 5, (3, 3, 3), 2, 1, 1, 1, (3, 4, 3), 1),
+    "2d-stride1": (2, 3, 4, (3, 3), 1, 0, 1, 1, (5, 5), 0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRANSPOSED_CASES))
+def test_transposed_equals_pytorch(name):
+    *case, out_pad = TRANSPOSED_CASES[name]
+    dims, _, _, _, s, p, d, g, _ = case
+    x, w, b = _inputs(case, transposed=True)
+    want = TRANSPOSED[dims](x.double(), w.double(), b.double(), s, p, out_pad, g, d)
+    got = conv(x, w, b, s, p, d, g, transposed=True, output_padding=out_pad)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_bias_and_relu_epilogue_and_a_channels_last_input():
+    x, w, b = _inputs(CASES["2d"], transposed=False, seed=3)
+    x = x.to(memory_format=torch.channels_last)  # strides, not a copy
+    want = F.relu(F.conv2d(x.double(), w.double(), b.double(), padding=1))
+    got = conv(x, w, b, padding=1, activation="relu")
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+    assert (got == 0).any() and (got > 0).any()
+
+
+def test_fp16_inputs_multiply_in_fp16_and_accumulate_in_fp32():
+    x, w, b = _inputs(CASES["2d-grouped"], transposed=False, seed=4)
+    want = F.conv2d(x.double(), w.double(), b.double(), padding=1, groups=4)
+    got = conv(x.half(), w.half(), b.half(), padding=1, groups=4)
+    assert got.dtype == torch.float16
+    torch.testing.assert_close(got.double(), want, rtol=2e-2, atol=2e-2)
+
+
+def test_tf32_rounding_matches_rounding_the_operands_first():
+    """``tf32r`` rounds both operands to TF32 (to nearest) inside the kernel: the same as rounding them outside."""
+
+    def to_tf32(t):
+        bits = t.view(torch.int32).to(torch.int64)
+        return ((bits + 0x1000) & 0xFFFFE000).to(torch.int32).view(torch.float32)
+
+    x, w, b = _inputs(CASES["2d-strided"], transposed=False, seed=5)
+    want = F.conv2d(to_tf32(x).double(), to_tf32(w).double(), b.double(), stride=2)
+    got = conv(x, w, b, stride=2, precision="tf32r")
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+    exact = F.conv2d(x.double(), w.double(), b.double(), stride=2)
+    assert (got.double() - exact).abs().max() > 1e-6  # the rounding really happened
+
+
+def test_modules_and_a_packed_weight():
+    torch.manual_seed(6)
+    for module, x in (
+        (torch.nn.Conv3d(2, 3, (1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1)), torch.randn(1, 2, 3, 7, 7)),
+        (torch.nn.ConvTranspose1d(3, 2, 5, stride=3, padding=2, output_padding=1), torch.randn(2, 3, 6)),
+    ):
+        with torch.no_grad():
+            torch.testing.assert_close(from_module(module, x), module(x), rtol=1e-5, atol=1e-5)
+    w = torch.randn(8, 2, 3, 3)
+    packed = pack_weight(w, 2, transposed=False)
+    assert packed.shape == (2, 9, 2, 4) and packed.is_contiguous()
+    x = torch.randn(1, 4, 5, 5)
+    torch.testing.assert_close(conv(x, w, groups=2, padding=1, packed=packed), F.conv2d(x, w, groups=2, padding=1))
+
+
+def test_sizes_and_refusals():
+    assert output_size(7, 3, 2, 1, 1, False) == 4 and output_size(4, 3, 2, 1, 1, True, 1) == 8
+    x, w, _ = _inputs(CASES["2d"], transposed=False)
+    with pytest.raises(ValueError, match="precision"):
+        conv(x, w, precision="fp8")
+    with pytest.raises(ValueError, match="activation"):
+        conv(x, w, activation="gelu")
+    with pytest.raises(ValueError, match="1-D, 2-D or 3-D"):
+        conv(x[0], w)
+    with pytest.raises(ValueError, match="zero padding"):
+        from_module(torch.nn.Conv2d(3, 8, 3, padding="same"), x)
+
+
+COMPILE = textwrap.dedent(
+    """
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from kernelskill.engine.conv import ks_conv_fwd as kernel, launch_config
+
+    for transposed, precision, rnd, k in ((False, "tf32", True, (1, 3, 3)), (True, "tf32x3", False, (3, 3, 3))):
+        cfg = launch_config(64, 64)
+        consts = {"KD": k[0], "KH": k[1], "KW": k[2], "TRANSPOSED": transposed, "HAS_BIAS": True, "ACTIVATION": 1,
+                  "PRECISION": precision, "ROUND_TF32": rnd,
+                  "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"]}
+        sig = {n: "constexpr" if n in consts else "*fp32" if n in ("X", "Wp", "Bias", "Out") else "i32"
+               for n in kernel.arg_names}
+        compiled = triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=consts),
+                                  target=GPUTarget("cuda", 90, 32),
+                                  options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
+        print("OK", transposed, compiled.metadata.shared)
+    """
+)
+
+
+def test_the_kernel_compiles_for_hopper():
+    """The interpreter does not compile; Triton's own compiler for sm_90 does, without a GPU."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, timeout=300, env=env)
+    assert out.stdout.count("OK") == 2, out.stdout[-2000:] + out.stderr[-3000:]
