@@ -1,0 +1,242 @@
+"""Our convolution kernel against cuDNN and torch.compile, on every convolution of a set of tasks.
+
+    python -m kernelskill.evals.bench_conv [--tasks DIR ...] [--out DIR] [--precision tf32r]
+
+Every task file of the folders (default: the bundled suite's levels) is traced on the meta device
+(no memory, no compute), and each distinct convolution its reference calls (``torch.conv{1,2,3}d``,
+``torch.conv_transpose{1,2,3}d``, so ``nn.Conv*`` modules and ``F.conv*`` alike) becomes one row.
+On a CUDA GPU, each row is timed three ways in the same process by the reviewer's protocol
+(``runner/timing.py``): cuDNN (eager ``F.conv*`` at PyTorch's defaults, TF32 convolutions on),
+``torch.compile`` of the same call, and :func:`kernelskill.engine.conv.conv` in ``--precision``.
+Each row reports TFLOP/s, the percentage of the TF32 GEMM rate cuBLAS reaches on this GPU
+(``runner/roofline.py``), and our output's largest error against an fp64 run, next to cuDNN's.
+Results: ``bench_conv.jsonl`` (one line per convolution) and ``bench_conv.md`` (the table, with
+geometric means per task folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+CONV_OPS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
+
+
+def _shape(t: Any) -> list[int] | None:
+    import torch
+
+    return list(t.shape) if isinstance(t, torch.Tensor) else None
+
+
+def trace_convs(task_path: Path) -> list[dict[str, Any]]:
+    """The convolutions ``task_path``'s reference calls in one forward, traced on the meta device."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    from kernelskill.runner.taskfile import load_task_module
+
+    task = load_task_module(str(task_path), cpu=False, name="bench_conv_task")
+    found: list[dict[str, Any]] = []
+
+    class Spy(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            name = getattr(func, "__name__", "")
+            if name in CONV_OPS:
+                found.append(_conv_record(name, list(args), dict(kwargs or {})))
+            return func(*args, **(kwargs or {}))
+
+    with torch.device("meta"):
+        model = task.Model(*task.get_init_inputs()).eval()
+        inputs = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    with torch.no_grad(), Spy():
+        model(*inputs)
+    return found
+
+
+def _conv_record(op: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """One call's shapes and parameters, named as :func:`kernelskill.engine.conv.conv` takes them."""
+    transposed = "transpose" in op
+    names = ["input", "weight", "bias", "stride", "padding"]
+    names += ["output_padding", "groups", "dilation"] if transposed else ["dilation", "groups"]
+    values = dict(zip(names, args, strict=False)) | kwargs
+    dims = int(op[-2])
+
+    def tup(v: Any, fill: int) -> list[int]:
+        if v is None:
+            return [fill] * dims
+        return [int(v)] * dims if isinstance(v, int) else [int(x) for x in v]
+
+    if isinstance(values.get("padding"), str):
+        raise ValueError(f"{op} with padding={values['padding']!r} is not taken")
+    return {
+        "op": op,
+        "input": _shape(values["input"]),
+        "weight": _shape(values["weight"]),
+        "bias": values.get("bias") is not None,
+        "stride": tup(values.get("stride"), 1),
+        "padding": tup(values.get("padding"), 0),
+        "dilation": tup(values.get("dilation"), 1),
+        "groups": int(values.get("groups") or 1),
+        "output_padding": tup(values.get("output_padding"), 0) if transposed else [0] * dims,
+        "transposed": transposed,
+        "dtype": str(values["input"].dtype).replace("torch.", ""),
+    }
+
+
+def flops(rec: dict[str, Any], out_shape: list[int]) -> float:
+    """Multiply-adds x 2 of one convolution (the taps that land outside the input counted too)."""
+    taps = math.prod(rec["weight"][2:])
+    if rec["transposed"]:  # every input element meets every tap and every output channel of its group
+        c_in = rec["input"][1]
+        return 2.0 * rec["input"][0] * math.prod(rec["input"][2:]) * c_in * rec["weight"][1] * taps
+    per_group_in = rec["weight"][1]
+    return 2.0 * out_shape[0] * math.prod(out_shape[1:]) * per_group_in * taps
+
+
+def task_convs(folders: list[Path]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(task, record)`` for each distinct convolution of each task file (tasks that do not trace are skipped)."""
+    for folder in folders:
+        for path in sorted(folder.glob("*.py")):
+            if path.name.startswith("_"):
+                continue
+            try:
+                records = trace_convs(path)
+            except Exception as e:  # noqa: BLE001 - a task our tracer cannot take: said, not fatal
+                yield f"{folder.name}/{path.stem}", {"error": f"{type(e).__name__}: {str(e)[:200]}"}
+                continue
+            seen: set[str] = set()
+            for rec in records:
+                key = json.dumps(rec, sort_keys=True)
+                if key not in seen:
+                    seen.add(key)
+                    yield f"{folder.name}/{path.stem}", rec
+
+
+def measure(rec: dict[str, Any], precision: str) -> dict[str, Any]:
+    """Time cuDNN, torch.compile and our kernel on one convolution (CUDA); errors against fp64."""
+    import torch
+    import torch.nn.functional as F
+
+    from kernelskill.engine.conv import conv
+    from kernelskill.runner.roofline import ceilings
+    from kernelskill.runner.timing import time_adaptive
+
+    dtype = getattr(torch, rec["dtype"])
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(rec["input"], device="cuda", dtype=dtype, generator=gen)
+    w = torch.randn(rec["weight"], device="cuda", dtype=dtype, generator=gen) / math.sqrt(math.prod(rec["weight"][1:]))
+    out_ch = rec["weight"][1] * rec["groups"] if rec["transposed"] else rec["weight"][0]
+    b = torch.randn(out_ch, device="cuda", dtype=dtype, generator=gen) if rec["bias"] else None
+    fn = getattr(F, rec["op"])
+    args = dict(stride=rec["stride"], padding=rec["padding"], dilation=rec["dilation"], groups=rec["groups"])
+    if rec["transposed"]:
+        args["output_padding"] = rec["output_padding"]
+
+    def cudnn() -> Any:
+        return fn(x, w, b, **args)
+
+    compiled = torch.compile(lambda: fn(x, w, b, **args))
+    kw = {k: v for k, v in args.items() if k != "output_padding"}
+
+    def ours() -> Any:
+        return conv(
+            x, w, b, transposed=rec["transposed"], output_padding=rec["output_padding"], precision=precision, **kw
+        )
+
+    with torch.no_grad():
+        ref = cudnn()
+        exact = fn(x.double(), w.double(), b.double() if b is not None else None, **args)
+        got = ours()
+        scale = exact.abs().max().item() or 1.0
+        row: dict[str, Any] = {
+            "out": list(ref.shape),
+            "err_ours": (got.double() - exact).abs().max().item() / scale,
+            "err_cudnn": (ref.double() - exact).abs().max().item() / scale,
+        }
+        del exact
+        times = {"cudnn": time_adaptive(cudnn), "compile": time_adaptive(compiled), "ours": time_adaptive(ours)}
+    work = flops(rec, row["out"])
+    peak = ceilings(torch.cuda.get_device_name(0)).get("tf32_tflops")
+    for name, t in times.items():
+        row[f"{name}_ms"] = t["median_ms"]
+        row[f"{name}_tflops"] = work / t["median_ms"] / 1e9
+        if peak:
+            row[f"{name}_pct_tf32_peak"] = 100.0 * row[f"{name}_tflops"] / peak
+    row["vs_cudnn"] = times["cudnn"]["median_ms"] / times["ours"]["median_ms"]
+    row["vs_compile"] = times["compile"]["median_ms"] / times["ours"]["median_ms"]
+    return row
+
+
+def markdown(rows: list[dict[str, Any]], precision: str) -> str:
+    """The table: one line per convolution, then geometric means per task folder."""
+    lines = [
+        f"Our kernel in `{precision}` vs cuDNN and torch.compile (median ms; TFLOP/s; % of cuBLAS's TF32 rate)",
+        "",
+        "| task | op | input | weight | cuDNN ms | compile ms | ours ms | ours TFLOP/s | % TF32 | vs cuDNN "
+        "| vs compile | err ours / cuDNN |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['task']} | - | - | - | - | - | - | - | - | - | - | {r['error'][:80]} |")
+            continue
+        lines.append(
+            f"| {r['task']} | {r['op']} | {r['input']} | {r['weight']} | {r['cudnn_ms']:.4g} | {r['compile_ms']:.4g} "
+            f"| {r['ours_ms']:.4g} | {r['ours_tflops']:.1f} | {r.get('ours_pct_tf32_peak', float('nan')):.0f} "
+            f"| {r['vs_cudnn']:.3f} | {r['vs_compile']:.3f} | {r['err_ours']:.1e} / {r['err_cudnn']:.1e} |"
+        )
+    lines += ["", "| folder | convolutions | geo mean vs cuDNN | geo mean vs compile |", "|---|---|---|---|"]
+    folders = sorted({r["task"].split("/")[0] for r in rows if "vs_cudnn" in r})
+    for folder in folders:
+        sel = [r for r in rows if r["task"].startswith(folder + "/") and "vs_cudnn" in r]
+        geo = {k: math.exp(sum(math.log(r[k]) for r in sel) / len(sel)) for k in ("vs_cudnn", "vs_compile")}
+        lines.append(f"| {folder} | {len(sel)} | {geo['vs_cudnn']:.3f} | {geo['vs_compile']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (see the module docstring)."""
+    import torch
+
+    from kernelskill.evals.suite import TASKS_DIR
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tasks", type=Path, nargs="*", help="task folders (default: the bundled suite's levels)")
+    ap.add_argument("--out", type=Path, default=Path("bench-conv"))
+    ap.add_argument("--precision", default="tf32r", help="our kernel's products: ieee, tf32x3, tf32 or tf32r")
+    ap.add_argument("--list", action="store_true", help="only list the convolutions found (no GPU needed)")
+    args = ap.parse_args(argv)
+    folders = args.tasks or sorted(TASKS_DIR.glob("level*"))
+    found = list(task_convs(folders))
+    if args.list:
+        for task, rec in found:
+            print(task, json.dumps(rec))
+        return 0
+    if not torch.cuda.is_available():
+        print("bench_conv times on a CUDA GPU (use --list to see the convolutions without one)")
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    with open(args.out / "bench_conv.jsonl", "w") as log:
+        for task, rec in found:
+            row = {"task": task, **rec}
+            if "error" not in rec:
+                try:
+                    row |= measure(rec, args.precision)
+                except Exception as e:  # noqa: BLE001 - one failing shape is a row, not the end of the run
+                    row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+            rows.append(row)
+            log.write(json.dumps(row) + "\n")
+            log.flush()
+            print(task, rec.get("op"), row.get("vs_cudnn"), row.get("error", ""), flush=True)
+    (args.out / "bench_conv.md").write_text(markdown(rows, args.precision))
+    print(f"table: {args.out / 'bench_conv.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

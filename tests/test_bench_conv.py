@@ -1,0 +1,78 @@
+"""The convolution benchmark: tracing a task's convolutions on the meta device, FLOPs, the table; timing on a GPU."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from kernelskill.evals.bench_conv import flops, markdown, measure, task_convs, trace_convs
+
+TASK = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Model(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.conv = nn.Conv2d(c, 8, (3, 5), stride=2, padding=(1, 2), groups=2)
+            self.w = nn.Parameter(torch.randn(8, 4, 3))
+
+        def forward(self, x):
+            y = self.conv(x).flatten(2)
+            return F.conv_transpose1d(y, self.w, stride=3, output_padding=1) + self.conv(x).sum()
+
+    def get_inputs():
+        return [torch.randn(4096, 6, 512, 512)]  # 25 GB: tracing on the meta device allocates nothing
+
+    def get_init_inputs():
+        return [6]
+    """
+)
+
+
+def test_a_tasks_convolutions_are_traced_without_memory(tmp_path):
+    (tmp_path / "t.py").write_text(TASK)
+    recs = trace_convs(tmp_path / "t.py")
+    assert [r["op"] for r in recs] == ["conv2d", "conv_transpose1d", "conv2d"]
+    fwd, tr = recs[0], recs[1]
+    assert fwd["input"] == [4096, 6, 512, 512] and fwd["weight"] == [8, 3, 3, 5] and fwd["groups"] == 2
+    assert fwd["stride"] == [2, 2] and fwd["padding"] == [1, 2] and fwd["bias"] and not fwd["transposed"]
+    assert tr["transposed"] and tr["stride"] == [3] and tr["output_padding"] == [1] and not tr["bias"]
+    (row,) = [r for _, r in task_convs([tmp_path]) if r["op"] == "conv2d"]  # the repeated call once
+    assert row == fwd
+
+
+def test_flops_count_each_multiply_add_twice():
+    rec = {"weight": [8, 3, 3, 5], "transposed": False, "input": [2, 6, 10, 10]}
+    assert flops(rec, [2, 8, 5, 5]) == 2.0 * 2 * 8 * 25 * 3 * 15
+    tr = {"weight": [8, 4, 3], "transposed": True, "input": [2, 8, 7]}
+    assert flops(tr, [2, 4, 22]) == 2.0 * 2 * 7 * 8 * 4 * 3
+
+
+def test_the_table_has_a_line_per_convolution_and_geometric_means():
+    rows = [
+        {"task": "level2/a", "op": "conv2d", "input": [1], "weight": [1], "cudnn_ms": 2.0, "compile_ms": 2.0,
+         "ours_ms": 1.0, "ours_tflops": 10.0, "ours_pct_tf32_peak": 5.0, "vs_cudnn": 2.0, "vs_compile": 2.0,
+         "err_ours": 1e-4, "err_cudnn": 2e-4},
+        {"task": "level2/b", "op": "conv2d", "input": [1], "weight": [1], "cudnn_ms": 1.0, "compile_ms": 1.0,
+         "ours_ms": 2.0, "ours_tflops": 5.0, "ours_pct_tf32_peak": 2.5, "vs_cudnn": 0.5, "vs_compile": 0.5,
+         "err_ours": 1e-4, "err_cudnn": 2e-4},
+        {"task": "level3/c", "error": "RuntimeError: no"},
+    ]  # fmt: skip
+    text = markdown(rows, "tf32r")
+    assert "| level2 | 2 | 1.000 | 1.000 |" in text and "RuntimeError: no" in text
+
+
+@pytest.mark.gpu
+def test_one_convolution_timed_three_ways_on_the_gpu():
+    rec = {"op": "conv2d", "input": [8, 32, 32, 32], "weight": [64, 32, 3, 3], "bias": True, "stride": [1, 1],
+           "padding": [1, 1], "dilation": [1, 1], "groups": 1, "output_padding": [0, 0], "transposed": False,
+           "dtype": "float32"}  # fmt: skip
+    row = measure(rec, "tf32r")
+    assert row["out"] == [8, 64, 32, 32]
+    assert row["err_ours"] < 10 * row["err_cudnn"] + 1e-6  # TF32 rounded to nearest, as cuDNN's
+    for name in ("cudnn", "compile", "ours"):
+        assert row[f"{name}_ms"] > 0 and row[f"{name}_tflops"] > 0
