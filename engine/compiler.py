@@ -80,11 +80,13 @@ def capture_variant(
     split_gemm: bool = False,
     flash: bool = False,
     reformulate: bool = True,
+    conv_kernel: str | None = None,
 ) -> SeedOutcome:
     """Capture one Inductor variant of the task in a child process.
 
     ``tf32``: TF32 matmuls allowed; ``conv_gemm``: 2-D convolutions as im2col + GEMM; ``split_gemm``:
-    GEMMs over 3xTF32 split operands (TF32 allowed); ``flash``: attention as one fused Triton kernel.
+    GEMMs over 3xTF32 split operands (TF32 allowed); ``flash``: attention as one fused Triton kernel;
+    ``conv_kernel``: every convolution in our implicit-GEMM kernel (``engine/conv.py``), in that precision.
     Its time limit is ``Context.seed_timeout_s``,
     capped by the launch deadline minus ``reserve_s``.
     """
@@ -97,6 +99,7 @@ def capture_variant(
         "split_gemm": split_gemm,
         "flash": flash,
         "reformulate": reformulate,
+        "conv_kernel": conv_kernel,
     }
     name = (
         f"seed_{variant}"
@@ -104,7 +107,9 @@ def capture_variant(
         + ("_tf32" if tf32 else "")
         + ("_gemm" if conv_gemm else "")
     )
-    name += ("_split" if split_gemm else "") + ("_flash" if flash else "")
+    name += (
+        ("_split" if split_gemm else "") + ("_flash" if flash else "") + (f"_conv_{conv_kernel}" if conv_kernel else "")
+    )
     limit = deadline.timeout(ctx.seed_timeout_s, reserve_s)
     out = run_child("kernelskill.engine.inductor_seed", req, workdir, name, limit, spare=True)
     if gpu_share.active() and not isinstance(out, ChildFailure) and "out of memory" in str(out.result.get("error", "")):

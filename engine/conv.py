@@ -209,9 +209,9 @@ def conv(
     s, p, d = (_triple(v, dims, f) for v, f in ((stride, 1), (padding, 0), (dilation, 1)))
     op = _triple(output_padding, dims, 0)
     k = (1,) * (3 - dims) + tuple(weight.shape[2:])
-    x5 = x.reshape(x.shape[0], x.shape[1], *([1] * (3 - dims)), *x.shape[2:]) if dims < 3 else x
-    if dims < 3 and x5.data_ptr() != x.data_ptr():
-        raise ValueError("the input could not be viewed as 3-D without a copy")
+    x5 = x
+    for _ in range(3 - dims):  # views: (N, C, W) -> (N, C, 1, 1, W), no copy
+        x5 = x5.unsqueeze(2)
     n, c = x5.shape[:2]
     c_g = c // groups
     out_g = weight.shape[1] if transposed else weight.shape[0] // groups
@@ -223,7 +223,9 @@ def conv(
     cfg = launch_config(c_g, out_g)
     grid = (triton.cdiv(n * q[0] * q[1] * q[2], cfg["BLOCK_M"]), triton.cdiv(out_g, cfg["BLOCK_N"]), groups * phases)
     fp32 = x.dtype == torch.float32
-    ks_conv_fwd[grid](
+    from torch.library import wrap_triton  # eager: a plain launch; under torch.compile: a kernel node
+
+    wrap_triton(ks_conv_fwd)[grid](
         x5, wp, bias if bias is not None else wp, out5,
         n, c_g, *x5.shape[2:],
         *space, out_g,
@@ -258,3 +260,72 @@ def from_module(module: Any, x: torch.Tensor, precision: str = "ieee") -> torch.
         output_padding=module.output_padding if transposed else 0,
         precision=precision,
     )
+
+
+OP_NAME = "kernelskill::conv"
+_OP: Any = None
+
+
+def _conv_op_body(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    groups: int,
+    transposed: bool,
+    output_padding: list[int],
+    precision: str,
+) -> torch.Tensor:
+    return conv(x, weight, bias, stride, padding, dilation, groups, transposed, output_padding, precision)
+
+
+def conv_op() -> Any:
+    """``torch.ops.kernelskill.conv`` (registered on first use, once per process).
+
+    A ``torch.library.triton_op``: Inductor traces through it, so a compiler seed captured with it
+    carries :func:`ks_conv_fwd`'s source like Inductor's own kernels, and stays standalone.
+    """
+    global _OP
+    if _OP is None:
+        ns = torch.ops.kernelskill
+        _OP = ns.conv if hasattr(ns, "conv") else torch.library.triton_op(OP_NAME, _conv_op_body, mutates_args=())
+    return _OP
+
+
+def _ints(value: Any, dims: int) -> list[int]:
+    return [int(value)] * dims if isinstance(value, int) else [int(v) for v in value]
+
+
+def conv_nd(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+    precision: str = "ieee",
+) -> torch.Tensor:
+    """``torch.conv{1,2,3}d``'s signature through our kernel (what a rewritten graph node calls)."""
+    dims = input.dim() - 2
+    s, p, d = (_ints(v, dims) for v in (stride, padding, dilation))
+    return conv_op()(input, weight, bias, s, p, d, int(groups), False, [0] * dims, precision)
+
+
+def conv_transpose_nd(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    output_padding: Any = 0,
+    groups: int = 1,
+    dilation: Any = 1,
+    precision: str = "ieee",
+) -> torch.Tensor:
+    """``torch.conv_transpose{1,2,3}d``'s signature through our kernel (phase decomposition)."""
+    dims = input.dim() - 2
+    s, p, op, d = (_ints(v, dims) for v in (stride, padding, output_padding, dilation))
+    return conv_op()(input, weight, bias, s, p, d, int(groups), True, op, precision)

@@ -66,6 +66,9 @@ TEMPLATE_VARIANTS = {"triton", "triton_autotune"}
 CONV_GEMM_MARK = "convolutions as im2col GEMMs"  # in the seed's header when captured with conv_gemm
 SPLIT_GEMM_MARK = "GEMMs as 3xTF32 split operands"  # in the seed's header when captured with split_gemm
 FLASH_MARK = "attention as a fused Triton kernel"  # in the seed's header when captured with flash
+CONV_KERNEL_MARK = (
+    "convolutions in our implicit-GEMM kernel"  # header of a seed captured with conv_kernel (+ precision)
+)
 ATTENTION_MARK = "attention the fused kernel can take"  # header of a seed whose graph has such calls, not fused
 _ROOT = re.compile(r"^(L|G)\[(['\"])(\w+)\2\]")
 
@@ -213,12 +216,14 @@ def emit_candidate(task_source: str, cap: dict[str, Any]) -> str:
     else:
         ret = f"outs = call([{call_args}])\n        return {out['kind']}(outs[: {out['n']}])"
     v = cap.get("versions", {})
+    conv_k = f", {CONV_KERNEL_MARK} ({cap['conv_kernel']})" if cap.get("conv_kernel") else ""
     header = (
         f'"""kernelskill compiler seed for {cap.get("task_name", "the task")}: TorchInductor\'s kernels '
         f"(variant {cap['variant']!r}){', TF32 matmuls' if cap.get('tf32') else ''}"
         f"{', ' + CONV_GEMM_MARK if cap.get('conv_gemm') else ''}"
         f"{', ' + SPLIT_GEMM_MARK if cap.get('split_gemm') else ''}"
         f"{', ' + FLASH_MARK if cap.get('flash') else ''}"
+        f"{conv_k}"
         f"{', ' + ATTENTION_MARK if cap.get('flash_eligible') and not cap.get('flash') else ''}, "
         f"captured on {v.get('gpu', '?')} with torch {v.get('torch', '?')} "
         f"and triton {v.get('triton', '?')}.\n\nThe first part is Inductor's output module, verbatim (its kernels are "
@@ -295,6 +300,7 @@ def capture(
     split_gemm: bool = False,
     flash: bool = False,
     reformulate: bool = True,
+    conv_kernel: str | None = None,
 ) -> dict[str, Any]:
     """Compile the task's reference with Inductor ``variant`` and record its output module.
 
@@ -325,7 +331,7 @@ def capture(
 
     from kernelskill.runner.taskfile import load_task_module
 
-    from .reformulate import flash_eligible, triton_forms
+    from .reformulate import conv_kernel_forms, flash_eligible, triton_forms
 
     if variant not in VARIANTS:
         raise SeedError(f"unknown variant {variant!r} (known: {', '.join(VARIANTS)})")
@@ -340,6 +346,8 @@ def capture(
 
     def backend(gm: Any, example_inputs: Any) -> Any:
         attention.append(flash_eligible(gm))
+        if conv_kernel:  # every convolution onto our kernel (engine/conv.py), in that precision
+            forms.extend(conv_kernel_forms(gm, conv_kernel))
         if reformulate and (variant in TEMPLATE_VARIANTS or conv_gemm or split_gemm or flash):
             forms.extend(triton_forms(gm, as_gemm=conv_gemm, split=split_gemm, flash=flash))
         phs = []
@@ -391,6 +399,7 @@ def capture(
         "conv_gemm": conv_gemm,
         "split_gemm": split_gemm,
         "flash": flash,
+        "conv_kernel": conv_kernel,
         "flash_eligible": sum(attention),
         "versions": {
             "torch": torch.__version__,
@@ -475,6 +484,7 @@ def _capture_and_check(req: dict[str, Any], task_path: str, variant: str, seed: 
         split_gemm=bool(req.get("split_gemm")),
         flash=bool(req.get("flash")),
         reformulate=bool(req.get("reformulate", True)),
+        conv_kernel=req.get("conv_kernel"),
     )
     source = emit_candidate(Path(task_path).read_text(), cap)
     problem = self_check(task_path, source, seed=seed)

@@ -461,6 +461,31 @@ def flash_eligible(gm: Any) -> int:
     return sum(sdpa_node_eligible(n, _static_arg) is None for n in nodes)
 
 
+def conv_kernel_forms(gm: Any, precision: str) -> list[str]:
+    """Every convolution of a Dynamo graph (forward or transposed, 1-D to 3-D) onto our kernel (``engine/conv.py``).
+
+    In place; returns what was rewritten. A call whose padding is a string (``"same"``) or whose input is
+    not a floating tensor is left alone. ``precision``: the kernel's products for fp32 inputs.
+    """
+    from .conv import conv_nd, conv_transpose_nd
+
+    done = []
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target not in (torch.conv1d, torch.conv2d, torch.conv3d, *_TRANSPOSED):
+            continue
+        value = node.args[0].meta.get("example_value") if hasattr(node.args[0], "meta") else None
+        if isinstance(_static_arg(node, 4, "padding", 0), str) or value is None or not value.is_floating_point():
+            continue
+        transposed = node.target in _TRANSPOSED
+        name = getattr(node.target, "__name__", "conv")
+        node.target = conv_transpose_nd if transposed else conv_nd
+        node.kwargs = {**node.kwargs, "precision": precision}
+        done.append(f"{name} -> our implicit-GEMM Triton kernel ({precision})")
+    if done:
+        gm.recompile()
+    return done
+
+
 def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False, flash: bool = False) -> list[str]:
     """Rewrite the ops of a Dynamo FX graph module in place into forms Inductor makes Triton kernels of.
 

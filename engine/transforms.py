@@ -35,6 +35,11 @@ Each transform implements the method of the skill cards that name it (``transfor
   variants; the parent's own ``dot_precision`` variants come too, so that the round is never worse than
   the ``dot_precision`` round the policy's rule ``attention-unfused`` puts it ahead of. A later recapture
   keeps the fused form.
+- ``conv_kernel`` (card ``implicit-gemm-conv``): a compiler seed with a convolution (a cuDNN call or a Triton
+  template) recaptured with every convolution in our implicit-GEMM kernel (``engine/conv.py``; transposed ones
+  by phase decomposition), its products in ``tf32r`` (TF32 rounded to nearest, as cuDNN) where the precision
+  policy allows TF32 for the task, else ``tf32x3``. Inductor fuses what follows each convolution into its own
+  kernels; a later recapture keeps the form.
 
 The reviewer judges every result like any other candidate; a transform only proposes.
 """
@@ -43,8 +48,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
-from kernelskill.engine.inductor_seed import ATTENTION_MARK, CONV_GEMM_MARK, FLASH_MARK, SPLIT_GEMM_MARK, TUNED
+from kernelskill.engine.inductor_seed import (
+    ATTENTION_MARK,
+    CONV_GEMM_MARK,
+    CONV_KERNEL_MARK,
+    FLASH_MARK,
+    SPLIT_GEMM_MARK,
+    TUNED,
+)
 from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
 from kernelskill.runner.dot_precision import applied_precision, count_exact_dots
@@ -153,6 +166,12 @@ _SEED_FORMS = {
         lambda base: bool(CONV_TEMPLATE.search(base)),
         "no Triton convolution template kernel",
     ),
+    "conv_kernel": (
+        CONV_KERNEL_MARK,
+        "convolutions already in our kernel",
+        lambda base: "extern_kernels.convolution(" in base or bool(CONV_TEMPLATE.search(base)),
+        "no convolution (cuDNN call or Triton template) in the seed",
+    ),
     "flash_attention": (
         FLASH_MARK,
         "attention already captured as a fused kernel",
@@ -216,6 +235,9 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
             if problem:  # the text variants stand (applicable() guarantees at least one)
                 notes[0] += f"; no 3xTF32 split-operand recapture: {problem}"
         return sources, notes, ""
+    if transform == "conv_kernel" and variant is not None:
+        precision = "tf32r" if _tf32_ok(ctx, task_path) else "tf32x3"  # cuDNN's numerics where the policy allows them
+        return _recapture(ctx, task_path, workdir, base, variant, False, graphed, "conv_kernel", conv_kernel=precision)
     if transform == "conv_gemm" and variant is not None:
         sources, notes, problem = _recapture(ctx, task_path, workdir, base, variant, True, graphed, "conv_gemm")
         if ctx.split_gemm and applied_precision(base) == "tf32x3":  # near-fp32 on tensor cores, like tf32x3
@@ -251,6 +273,7 @@ def _recapture(
     label: str,
     split: bool = False,
     flash: bool = False,
+    conv_kernel: str | None = None,
 ) -> tuple[list[str], list[str], str]:
     """A compiler seed captured again as ``variant`` (``conv_gemm``: convolutions as im2col GEMMs).
 
@@ -264,11 +287,16 @@ def _recapture(
     reserve = deadline.ROUND_RESERVE_S / 2  # the recapture's own review
     split = split or _captured_with(base, SPLIT_GEMM_MARK)
     flash = flash or _captured_with(base, FLASH_MARK)
+    kept = re.search(re.escape(CONV_KERNEL_MARK) + r" \((\w+)\)", base[:2000])
+    conv_kernel = conv_kernel or (kept.group(1) if kept else None)  # a later recapture keeps the form
     precision = None if split else applied_precision(base)
     tf32 = split or precision is not None
-    outcome = capture_variant(ctx, task_path, variant, workdir, tf32, reserve, conv_gemm, split, flash)
+    extra: dict[str, Any] = {"conv_kernel": conv_kernel} if conv_kernel else {}  # only when set: other forms call as before
+    outcome = capture_variant(ctx, task_path, variant, workdir, tf32, reserve, conv_gemm, split, flash, **extra)
     if not outcome.ok and precision:
-        outcome = capture_variant(ctx, task_path, variant, workdir, reserve_s=reserve, conv_gemm=conv_gemm, flash=flash)
+        outcome = capture_variant(
+            ctx, task_path, variant, workdir, reserve_s=reserve, conv_gemm=conv_gemm, flash=flash, **extra
+        )
     if not outcome.ok:
         return [], [], outcome.note()
     new, note = outcome.source, f"{label}: {outcome.note()}"

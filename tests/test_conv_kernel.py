@@ -164,3 +164,115 @@ def test_the_kernel_compiles_for_hopper():
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, timeout=300, env=env)
     assert out.stdout.count("OK") == 2, out.stdout[-2000:] + out.stderr[-3000:]
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.b = torch.nn.ConvTranspose2d(8, 4, 4, stride=2, padding=1)
+        self.c = torch.nn.Conv1d(4, 4, 3, groups=2, padding="same")  # a string padding: left to PyTorch
+
+    def forward(self, x):
+        y = self.b(torch.relu(self.a(x)))
+        return self.c(y.flatten(2)) * 2.0
+
+
+def test_a_graphs_convolutions_are_rewritten_onto_the_kernel():
+    from kernelskill.engine.conv import conv_nd, conv_transpose_nd
+    from kernelskill.engine.reformulate import conv_kernel_forms
+
+    torch.manual_seed(7)
+    model, x = _Net().eval(), torch.randn(2, 3, 6, 6)
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(conv_kernel_forms(gm, "ieee"))
+        targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+        assert conv_nd in targets and conv_transpose_nd in targets and torch.conv1d in targets
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model, backend=backend, fullgraph=True)(x)
+        want = model(x)
+    assert seen == [
+        [
+            "conv2d -> our implicit-GEMM Triton kernel (ieee)",
+            "conv_transpose2d -> our implicit-GEMM Triton kernel (ieee)",
+        ]
+    ]
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+TRACE = textwrap.dedent(
+    """
+    import torch
+    from torch._dynamo.backends.common import aot_autograd
+    from kernelskill.engine.reformulate import conv_kernel_forms
+
+    class Stop(Exception):
+        pass
+
+    codes = []
+
+    def fw(gm, example_inputs):
+        codes.append(gm.code)
+        raise Stop  # traced: running it would need a GPU
+
+    def backend(gm, example_inputs):
+        conv_kernel_forms(gm, "tf32r")
+        return aot_autograd(fw_compiler=fw)(gm, example_inputs)
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU()).eval()
+    try:
+        with torch.no_grad():
+            torch.compile(model, backend=backend, fullgraph=True)(torch.randn(2, 3, 8, 8))
+    except Exception:
+        pass
+    print("CODE", codes[0] if codes else None)
+    """
+)
+
+
+def test_the_op_traces_into_a_triton_kernel_node():
+    """aot_autograd (Inductor's front end) sees our kernel as a user-defined Triton kernel, not a convolution."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", TRACE], capture_output=True, text=True, timeout=300, env=env)
+    code = out.stdout.partition("CODE")[2]
+    assert "triton_kernel_wrapper" in code, out.stdout[-2000:] + out.stderr[-3000:]
+    assert "'ROUND_TF32': True" in code and "'PRECISION': 'tf32'" in code
+    assert "convolution" not in code
+
+
+def test_the_conv_kernel_transform_recaptures_a_seed_with_a_convolution(tmp_path, monkeypatch):
+    from kernelskill.engine import transforms
+    from kernelskill.engine.compiler import SEED_MARK, SeedOutcome
+    from kernelskill.engine.inductor_seed import CONV_KERNEL_MARK
+    from kernelskill.graph.context import Context
+
+    head = f'"""{SEED_MARK} for t: TorchInductor\'s kernels (variant \'default\'), captured"""\n'
+    seed = head + "extern_kernels.convolution(x)"
+    assert transforms.applicable("conv_kernel", seed) is None
+    assert "no convolution" in transforms.applicable("conv_kernel", seed.replace("convolution(", "mm("))
+    calls = []
+
+    def capture(ctx, task_path, variant, workdir, *args, conv_kernel=None, **kwargs):
+        calls.append(conv_kernel)
+        head = f"\"\"\"{SEED_MARK} for t: TorchInductor's kernels (variant '{variant}'), "
+        head += f"{CONV_KERNEL_MARK} ({conv_kernel})"
+        return SeedOutcome(variant, source=head + ', captured"""\n', capture={}, wall_s=1.0)
+
+    monkeypatch.setattr(transforms, "capture_variant", capture)
+    task = tmp_path / "t.py"
+    task.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.conv2d(x, x)\n"
+    )
+    sources, notes, problem = transforms.apply("conv_kernel", seed, Context(), str(task), tmp_path)
+    assert not problem and calls == ["tf32r"] and "conv_kernel" in notes[0]  # conv-only products: cuDNN's TF32
+    assert "already in our kernel" in transforms.applicable("conv_kernel", sources[0])
+    task.write_text(task.read_text().replace("return torch.conv2d(x, x)", "return torch.mm(torch.conv2d(x, x), x)"))
+    transforms.apply("conv_kernel", seed, Context(), str(task), tmp_path)
+    assert calls[-1] == "tf32x3"  # another product is fp32 in the reference: near-fp32 products
+    transforms.apply("autotune_sweep", sources[0], Context(), str(task), tmp_path)
+    assert calls[-1] == "tf32r"  # a later recapture keeps the form and its precision
