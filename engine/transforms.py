@@ -291,7 +291,7 @@ def _recapture(
     conv_kernel = conv_kernel or (kept.group(1) if kept else None)  # a later recapture keeps the form
     precision = None if split else applied_precision(base)
     tf32 = split or precision is not None
-    extra: dict[str, Any] = {"conv_kernel": conv_kernel} if conv_kernel else {}  # only when set: other forms call as before
+    extra: dict[str, Any] = {"conv_kernel": conv_kernel} if conv_kernel else {}  # only when set
     outcome = capture_variant(ctx, task_path, variant, workdir, tf32, reserve, conv_gemm, split, flash, **extra)
     if not outcome.ok and precision:
         outcome = capture_variant(

@@ -92,10 +92,22 @@ class TaskExit:
     timed_out: bool = False
     wall_s: float = 0.0
     error: str = ""  # the launch itself failed (e.g. the command could not be started)
+    gpu_wait_s: float = 0.0  # waited for a shared GPU, and added to the launch's limit
 
 
 Launch = Callable[[TaskJob], TaskExit]
 """Runs one job to its end (tests inject a fake; the default is :class:`SubprocessLauncher`)."""
+
+
+def _wait_log(job: TaskJob, env: dict[str, str]) -> str | None:
+    """On a shared GPU: a fresh file where this launch's processes log their waits (added to its limit)."""
+    if gpu_share.ENV not in job.env:
+        return None
+    path = (job.run_dir / "gpu-wait.txt").resolve()
+    path.write_text("")
+    env[gpu_share.WAIT_LOG_ENV] = str(path)
+    env[gpu_share.WAIT_MAX_ENV] = f"{job.timeout_s:g}"  # the limit at most doubles
+    return str(path)
 
 
 class SubprocessLauncher:
@@ -118,21 +130,32 @@ class SubprocessLauncher:
                     return TaskExit(None, error="the eval was stopped before this task started")
                 # the task wraps up by itself (report, best so far) a little before the hard limit
                 env = {**job.env, deadline.ENV: deadline.for_launch(job.timeout_s)}
+                waits = _wait_log(job, env)
                 proc = subprocess.Popen(job.cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
                 self._running[proc.pid] = proc
             timed_out = False
             try:
-                proc.wait(timeout=job.timeout_s)
-            except subprocess.TimeoutExpired:
+                while True:  # the limit, plus the time this launch waited for a shared GPU
+                    limit = job.timeout_s + (gpu_share.credited(waits, job.timeout_s) if waits else 0.0)
+                    left = limit - (time.monotonic() - t0)
+                    if left <= 0:
+                        raise subprocess.TimeoutExpired(job.cmd, limit)
+                    try:
+                        proc.wait(timeout=min(left, 5.0) if waits else left)
+                        break
+                    except subprocess.TimeoutExpired:
+                        continue
+            except subprocess.TimeoutExpired as e:
                 timed_out = True
                 kill_task_tree(proc.pid)
                 proc.wait()
-                log.write(f"\n[eval] task exceeded {job.timeout_s:g} s: its process tree was killed\n".encode())
+                log.write(f"\n[eval] task exceeded {e.timeout:g} s: its process tree was killed\n".encode())
             finally:
                 with self._lock:
                     self._running.pop(proc.pid, None)
             kill_task_tree(proc.pid)  # leftovers never outlive the task
-        return TaskExit(proc.returncode, timed_out, time.monotonic() - t0)
+        waited = gpu_share.credited(waits, job.timeout_s) if waits else 0.0
+        return TaskExit(proc.returncode, timed_out, time.monotonic() - t0, gpu_wait_s=waited)
 
     def running(self) -> int:
         """How many tasks are running now."""
@@ -318,6 +341,7 @@ def _record_exit(run_dir: Path, job: TaskJob, result: TaskExit, stopping: bool) 
     prev = read_json(run_dir / TASK_RECORD)
     record: dict[str, Any] = {
         "wall_s": float(prev.get("wall_s") or 0.0) + result.wall_s,
+        "gpu_wait_s": float(prev.get("gpu_wait_s") or 0.0) + result.gpu_wait_s,
         "attempts": int(prev.get("attempts") or 0) + 1,
         "returncode": result.returncode,
         "reason": None,

@@ -11,6 +11,9 @@ Every launch gets its own deadline; ``resume`` launches as well.
   ends the run when less than ``ROUND_RESERVE_S`` is left (another round would not finish), with a
   stop reason that says so.
 
+On a shared GPU (``runner/gpu_share.py``) the time this launch's processes waited for the GPU is
+added to the deadline: the eval's launcher extends its hard limit by the same amount.
+
 Unset (a plain ``kernelskill optimize``) nothing changes: ``Context.max_wall_s`` is the user's own
 budget, and the capture and review timeouts are ``Context.seed_timeout_s`` / ``review_timeout_s``.
 """
@@ -35,7 +38,9 @@ def left(now: float | None = None) -> float | None:
         deadline = float(raw)
     except ValueError:
         return None
-    return deadline - (time.time() if now is None else now)
+    from kernelskill.runner.gpu_share import credited
+
+    return deadline + credited() - (time.time() if now is None else now)
 
 
 def timeout(default_s: float, reserve_s: float) -> float:

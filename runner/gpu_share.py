@@ -11,6 +11,10 @@ waits only for the shared holders already in, never behind a stream of new ones.
 holds the lock shared and starts a timing gives its share up first (no deadlock between two such
 processes) and takes it back afterwards.
 
+Waiting is not the task's own time: with ``KERNELSKILL_GPU_WAIT_LOG`` set (a file per task launch, by
+the eval), every wait is appended there, and the launch's deadline and hard limit are extended by the
+sum (:func:`credited`; ``graph/deadline.py`` and the eval's launcher read it).
+
 The lock files live in the directory named by ``KERNELSKILL_GPU_SHARE`` (one directory per physical
 GPU; the eval sets it only where workers share a GPU). Without it every function here is a no-op.
 The locks are ``flock`` locks: the kernel releases them when a process dies, a killed one too.
@@ -28,6 +32,9 @@ from pathlib import Path
 from typing import IO
 
 ENV = "KERNELSKILL_GPU_SHARE"
+WAIT_LOG_ENV = "KERNELSKILL_GPU_WAIT_LOG"
+WAIT_MAX_ENV = "KERNELSKILL_GPU_WAIT_MAX"  # at most this much credit (seconds), the launch's own limit
+MIN_LOGGED_S = 0.01  # shorter waits are not worth a line
 
 
 @dataclass
@@ -62,12 +69,40 @@ def _holder() -> _Holder | None:
     return _HOLDERS[where]
 
 
+def _waited(h: _Holder, kind: str, seconds: float) -> None:
+    h.waited_s[kind] += seconds
+    log = os.environ.get(WAIT_LOG_ENV, "").strip()
+    if log and seconds >= MIN_LOGGED_S:
+        with open(log, "a") as f:  # one short append per wait: whole lines, whatever process writes
+            f.write(f"{seconds:.3f}\n")
+
+
+def credited(path: str | None = None, cap: float | None = None) -> float:
+    """Seconds the processes of this launch have waited for the shared GPU, at most ``KERNELSKILL_GPU_WAIT_MAX``.
+
+    0 without a wait log (a GPU of its own, or no eval). ``path`` / ``cap``: the log and the cap
+    (default: this process's ``KERNELSKILL_GPU_WAIT_LOG`` / ``KERNELSKILL_GPU_WAIT_MAX``).
+    """
+    log = path if path is not None else os.environ.get(WAIT_LOG_ENV, "").strip()
+    if not log:
+        return 0.0
+    try:
+        with open(log) as f:
+            total = sum(float(x) for x in f.read().split() if x.replace(".", "", 1).isdigit())
+    except OSError:
+        return 0.0
+    if cap is None:
+        raw = os.environ.get(WAIT_MAX_ENV, "").strip()
+        cap = float(raw) if raw else None
+    return total if cap is None else min(total, cap)
+
+
 def _enter_shared(h: _Holder) -> None:
     t0 = time.perf_counter()
     fcntl.flock(h.gate, fcntl.LOCK_EX)  # pass the turnstile: wait while a timing is queued
     fcntl.flock(h.gate, fcntl.LOCK_UN)
     fcntl.flock(h.data, fcntl.LOCK_SH)
-    h.waited_s["shared"] += time.perf_counter() - t0
+    _waited(h, "shared", time.perf_counter() - t0)
 
 
 @contextmanager
@@ -115,7 +150,7 @@ def exclusive() -> Iterator[None]:
         fcntl.flock(h.data, fcntl.LOCK_EX)
     finally:
         fcntl.flock(h.gate, fcntl.LOCK_UN)
-    h.waited_s["exclusive"] += time.perf_counter() - t0
+    _waited(h, "exclusive", time.perf_counter() - t0)
     h.exclusive += 1
     try:
         yield

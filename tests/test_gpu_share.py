@@ -199,3 +199,35 @@ def test_on_a_shared_gpu_a_capture_out_of_memory_is_tried_again_holding_it_alone
     monkeypatch.setenv(gpu_share.ENV, str(tmp_path / "locks"))
     shared = compiler.capture_variant(Context(), task, "default", tmp_path)
     assert shared.ok and [c.get("gpu_alone") for c in calls[1:]] == [None, True]
+
+
+def test_waits_are_logged_summed_and_capped(tmp_path, monkeypatch):
+    from kernelskill.graph import deadline
+
+    log = tmp_path / "waits.txt"
+    monkeypatch.setenv(gpu_share.WAIT_LOG_ENV, str(log))
+    rows = _run(tmp_path, [("s1", "shared", 0.0, 0.8), ("x", "exclusive", 0.2, 0.1)])
+    assert rows["x"]["waited"]["exclusive"] > 0.3
+    monkeypatch.delenv(gpu_share.ENV, raising=False)
+    assert gpu_share.credited() == pytest.approx(rows["x"]["waited"]["exclusive"], abs=0.05)
+    log.write_text("2.5\n1.5\n")
+    assert gpu_share.credited() == 4.0
+    monkeypatch.setenv(gpu_share.WAIT_MAX_ENV, "3")
+    assert gpu_share.credited() == 3.0
+    monkeypatch.setenv(deadline.ENV, "1000")
+    assert deadline.left(now=990.0) == pytest.approx(13.0)  # 10 s left, plus 3 s of waiting credited
+
+
+@pytest.mark.parametrize("sleep_s, timed_out", [(3.0, False), (6.0, True)])
+def test_a_launch_on_a_shared_gpu_gets_its_waits_added_to_its_limit(tmp_path, sleep_s, timed_out):
+    import sys
+
+    from kernelskill.evals.runner import SubprocessLauncher, TaskJob
+    from kernelskill.evals.suite import TaskSpec
+
+    code = f"import os, time; open(os.environ['KERNELSKILL_GPU_WAIT_LOG'], 'a').write('9.0\\n'); time.sleep({sleep_s})"
+    env = {**os.environ, gpu_share.ENV: str(tmp_path / "locks")}
+    job = TaskJob(TaskSpec(1, tmp_path / "t.py"), tmp_path / "run", [sys.executable, "-c", code], env, 2.0)
+    result = SubprocessLauncher()(job)
+    assert result.timed_out is timed_out  # the limit: 2 s + min(9 s waited, 2 s cap) = 4 s
+    assert result.gpu_wait_s == 2.0
