@@ -14,8 +14,10 @@ whole: a scalar test per tap, so no product is spent on an inserted zero.
 
 Inputs and outputs are addressed through their strides (contiguous or channels-last alike). The
 weight is re-laid once to ``(groups, taps, in-channels of a group, out-channels of a group)`` by
-:func:`pack_weight`, so each slice of it is one contiguous tile. The epilogue adds the bias and
-applies an activation in registers, before the single store of the output tile.
+:func:`pack_weight`, so each slice of it is one contiguous tile. The epilogue adds the bias, then
+runs in registers whatever element-wise steps followed the convolution in the task's graph (numbers
+and per-channel tensors as operands, activations, clamps: :func:`epilogue_lines`), before the single
+store of the output tile. Each distinct epilogue is its own generated kernel (:func:`epilogue_kernel`).
 
 Numerics: fp32 inputs multiply in ``precision``: ``ieee`` (exact fp32), ``tf32x3`` (3xTF32, near fp32),
 ``tf32`` (one TF32 product), or ``tf32r``, which is ``tf32`` with both operands first rounded to the
@@ -25,6 +27,7 @@ fp16 / bf16 inputs multiply in their own type. Accumulation is always fp32.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -192,12 +195,15 @@ def conv(
     precision: str = "ieee",
     activation: str | None = None,
     packed: torch.Tensor | None = None,
+    epilogue: list[list[Any]] | None = None,
+    vectors: Sequence[torch.Tensor] = (),
 ) -> torch.Tensor:
     """``F.conv{1,2,3}d`` / ``F.conv_transpose{1,2,3}d`` (then ``activation``) through :func:`ks_conv_fwd`.
 
     ``x`` is ``(batch, channels, *space)`` with 1 to 3 spatial dimensions and ``weight`` PyTorch's
     layout (see :func:`pack_weight`; pass ``packed`` to reuse a packed weight). ``padding`` is numbers,
-    not ``"same"``. The output is contiguous in PyTorch's layout.
+    not ``"same"``. The output is contiguous in PyTorch's layout. ``epilogue``: element-wise steps after
+    the bias (:func:`epilogue_lines`), whose per-channel operands ``"E<i>"`` are ``vectors[i]``.
     """
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: one of {', '.join(PRECISIONS)}")
@@ -225,8 +231,10 @@ def conv(
     fp32 = x.dtype == torch.float32
     from torch.library import wrap_triton  # eager: a plain launch; under torch.compile: a kernel node
 
-    wrap_triton(ks_conv_fwd)[grid](
-        x5, wp, bias if bias is not None else wp, out5,
+    kernel = epilogue_kernel(epilogue, len(vectors)) if epilogue else ks_conv_fwd
+    flat = [a for v in vectors for a in (v.reshape(-1).contiguous(), v.numel())] if epilogue else []
+    wrap_triton(kernel)[grid](
+        x5, wp, bias if bias is not None else wp, out5, *flat,
         n, c_g, *x5.shape[2:],
         *space, out_g,
         *q,
@@ -277,8 +285,16 @@ def _conv_op_body(
     transposed: bool,
     output_padding: list[int],
     precision: str,
+    epilogue: str,
+    vectors: list[torch.Tensor],
 ) -> torch.Tensor:
-    return conv(x, weight, bias, stride, padding, dilation, groups, transposed, output_padding, precision)
+    import json
+
+    steps = json.loads(epilogue) if epilogue else None
+    return conv(
+        x, weight, bias, stride, padding, dilation, groups, transposed, output_padding, precision,
+        epilogue=steps, vectors=vectors,
+    )  # fmt: skip
 
 
 def conv_op() -> Any:
@@ -307,11 +323,17 @@ def conv_nd(
     dilation: Any = 1,
     groups: int = 1,
     precision: str = "ieee",
+    epilogue: str = "",
+    vectors: Sequence[torch.Tensor] = (),
 ) -> torch.Tensor:
-    """``torch.conv{1,2,3}d``'s signature through our kernel (what a rewritten graph node calls)."""
+    """``torch.conv{1,2,3}d``'s signature through our kernel (what a rewritten graph node calls).
+
+    ``epilogue``: JSON of the element-wise steps fused after it (:func:`epilogue_lines`), ``vectors`` their
+    per-channel operands.
+    """
     dims = input.dim() - 2
     s, p, d = (_ints(v, dims) for v in (stride, padding, dilation))
-    return conv_op()(input, weight, bias, s, p, d, int(groups), False, [0] * dims, precision)
+    return conv_op()(input, weight, bias, s, p, d, int(groups), False, [0] * dims, precision, epilogue, list(vectors))
 
 
 def conv_transpose_nd(
@@ -324,8 +346,110 @@ def conv_transpose_nd(
     groups: int = 1,
     dilation: Any = 1,
     precision: str = "ieee",
+    epilogue: str = "",
+    vectors: Sequence[torch.Tensor] = (),
 ) -> torch.Tensor:
-    """``torch.conv_transpose{1,2,3}d``'s signature through our kernel (phase decomposition)."""
+    """``torch.conv_transpose{1,2,3}d``'s signature through our kernel (phase decomposition), as :func:`conv_nd`."""
     dims = input.dim() - 2
     s, p, op, d = (_ints(v, dims) for v in (stride, padding, output_padding, dilation))
-    return conv_op()(input, weight, bias, s, p, d, int(groups), True, op, precision)
+    return conv_op()(input, weight, bias, s, p, d, int(groups), True, op, precision, epilogue, list(vectors))
+
+
+# ---------------------------------------------------------------- epilogues fused from the graph
+
+# one element-wise step after the convolution: (what it computes from ``acc`` and operand ``v``)
+UNARY = {
+    "relu": "tl.maximum(acc, 0.0)",
+    "sigmoid": "tl.sigmoid(acc)",
+    "tanh": "2.0 * tl.sigmoid(2.0 * acc) - 1.0",
+    "gelu": "0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476))",
+    "silu": "acc * tl.sigmoid(acc)",
+    "hardswish": "acc * tl.minimum(tl.maximum(acc + 3.0, 0.0), 6.0) / 6.0",
+    "mish": "acc * (2.0 * tl.sigmoid(2.0 * tl.where(acc > 20.0, acc, tl.log(1.0 + tl.exp(acc)))) - 1.0)",
+}
+BINARY = {"add": "acc + {v}", "sub": "acc - {v}", "rsub": "{v} - acc", "mul": "acc * {v}", "div": "acc / {v}",
+          "rdiv": "{v} / acc"}  # fmt: skip
+
+
+def epilogue_lines(steps: list[list[Any]]) -> list[str]:
+    """Kernel lines for ``steps``: ``[op]``, ``[op, scalar]``, ``[op, "E<i>"]`` (a per-channel vector) or a clamp.
+
+    ``["clamp", lo, hi]`` (either may be None) and ``["leaky_relu", slope]`` take numbers.
+    """
+    lines = []
+    for step in steps:
+        op, args = step[0], step[1:]
+        if op in UNARY:
+            lines.append(f"acc = {UNARY[op]}")
+        elif op == "leaky_relu":
+            lines.append(f"acc = tl.where(acc >= 0.0, acc, acc * {float(args[0])!r})")
+        elif op == "clamp":
+            lo, hi = args
+            if lo is not None:
+                lines.append(f"acc = tl.maximum(acc, {float(lo)!r})")
+            if hi is not None:
+                lines.append(f"acc = tl.minimum(acc, {float(hi)!r})")
+        elif op in BINARY:
+            (operand,) = args
+            if isinstance(operand, str):  # E<i>: one value per output channel (or one for all)
+                v = f"v{operand[1:]}"
+                lines.append(
+                    f"{v} = tl.load({operand} + ((g * OC + cols) % {operand}_n), mask=col_ok, other=0.0)"
+                    ".to(tl.float32)[None, :]"
+                )
+            else:
+                v = repr(float(operand))
+            lines.append(f"acc = {BINARY[op].format(v=v)}")
+        else:
+            raise ValueError(f"no epilogue step {op!r}")
+    return lines
+
+
+_EPILOGUE_KERNELS: dict[str, Any] = {}
+
+
+def epilogue_kernel(steps: list[list[Any]], n_vectors: int) -> Any:
+    """:func:`ks_conv_fwd` with ``steps`` applied to the tile after the bias, as its own ``@triton.jit`` kernel.
+
+    The source is generated once per distinct epilogue and imported from a file (Triton and Inductor
+    read a kernel's source); per-channel operands are the extra pointer arguments ``E0``, ``E1``, ...
+    with their lengths ``E0_n``, ...
+    """
+    import hashlib
+    import importlib.util
+    import inspect
+    import json
+    import tempfile
+    from pathlib import Path
+
+    spec = json.dumps([steps, n_vectors])
+    key = hashlib.sha256(spec.encode()).hexdigest()[:16]
+    if key in _EPILOGUE_KERNELS:
+        return _EPILOGUE_KERNELS[key]
+
+    def undecorated(fn: Any) -> str:
+        return "".join(line for line in inspect.getsource(fn).splitlines(keepends=True) if not line.startswith("@"))
+
+    src = undecorated(ks_conv_fwd.fn)
+    name = f"ks_conv_fwd_ep_{key}"
+    src = src.replace("def ks_conv_fwd(", f"def {name}(", 1)
+    extra = "".join(f"E{i}, E{i}_n, " for i in range(n_vectors))
+    src = src.replace("    X, Wp, Bias, Out,\n", f"    X, Wp, Bias, Out, {extra}\n", 1)
+    marker = "    if ACTIVATION == 1:\n"
+    body = "".join(f"    {line}\n" for line in epilogue_lines(steps))
+    src = src.replace(marker, body + marker, 1)
+    helper = undecorated(_round_tf32.fn)
+    text = f"import triton\nimport triton.language as tl\n\n\n@triton.jit\n{helper}\n\n@triton.jit\n{src}"
+    folder = Path(tempfile.gettempdir()) / "kernelskill-conv-epilogues"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.py"
+    if not path.exists() or path.read_text() != text:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)  # whole, even with several processes writing it
+    mod_spec = importlib.util.spec_from_file_location(name, path)
+    assert mod_spec is not None and mod_spec.loader is not None
+    module = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(module)
+    _EPILOGUE_KERNELS[key] = getattr(module, name)
+    return _EPILOGUE_KERNELS[key]

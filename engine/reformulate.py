@@ -461,16 +461,21 @@ def flash_eligible(gm: Any) -> int:
     return sum(sdpa_node_eligible(n, _static_arg) is None for n in nodes)
 
 
-def conv_kernel_forms(gm: Any, precision: str) -> list[str]:
+def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
     """Every convolution of a Dynamo graph (forward or transposed, 1-D to 3-D) onto our kernel (``engine/conv.py``).
 
     In place; returns what was rewritten. A call whose padding is a string (``"same"``) or whose input is
-    not a floating tensor is left alone. ``precision``: the kernel's products for fp32 inputs.
+    not a floating tensor is left alone. ``precision``: the kernel's products for fp32 inputs. ``fuse``:
+    the element-wise steps that follow a convolution, each the only user of the one before, with
+    numbers or per-channel tensors as operands and the convolution's shape and dtype
+    (:func:`epilogue_step`), are computed in the kernel before its store (the graph loses those nodes).
     """
+    import json
+
     from .conv import conv_nd, conv_transpose_nd
 
     done = []
-    for node in gm.graph.nodes:
+    for node in list(gm.graph.nodes):
         if node.op != "call_function" or node.target not in (torch.conv1d, torch.conv2d, torch.conv3d, *_TRANSPOSED):
             continue
         value = node.args[0].meta.get("example_value") if hasattr(node.args[0], "meta") else None
@@ -480,10 +485,117 @@ def conv_kernel_forms(gm: Any, precision: str) -> list[str]:
         name = getattr(node.target, "__name__", "conv")
         node.target = conv_transpose_nd if transposed else conv_nd
         node.kwargs = {**node.kwargs, "precision": precision}
-        done.append(f"{name} -> our implicit-GEMM Triton kernel ({precision})")
+        steps, vectors, chain = _epilogue_chain(node) if fuse else ([], [], [node])
+        what = f"{name} -> our implicit-GEMM Triton kernel ({precision})"
+        if steps:
+            last = chain[-1]
+            with gm.graph.inserting_before(last):
+                fused = gm.graph.call_function(
+                    node.target, node.args, {**node.kwargs, "epilogue": json.dumps(steps), "vectors": vectors}
+                )
+            fused.meta = dict(last.meta)
+            last.replace_all_uses_with(fused)
+            for old in reversed(chain):
+                gm.graph.erase_node(old)
+            what += f", with {' / '.join(s[0] for s in steps)} fused before its store"
+        done.append(what)
     if done:
         gm.recompile()
     return done
+
+
+_UNARY_STEPS = {
+    torch.relu: "relu", F.relu: "relu", torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", torch.tanh: "tanh",
+    F.tanh: "tanh", F.silu: "silu", F.hardswish: "hardswish", F.mish: "mish",
+}  # fmt: skip
+_BINARY_STEPS = {
+    operator.add: "add", torch.add: "add", operator.sub: "sub", torch.sub: "sub",
+    operator.mul: "mul", torch.mul: "mul", operator.truediv: "div", torch.div: "div",
+}  # fmt: skip
+_METHOD_STEPS = {"relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh", "add": "add", "sub": "sub", "mul": "mul",
+                 "div": "div", "clamp": "clamp"}  # fmt: skip
+
+
+def _per_channel(value: Any, out: Any) -> bool:
+    """``value`` broadcasts over ``out`` (N, C, *space) with at most one value per channel."""
+    if not isinstance(value, torch.Tensor) or value.dim() > out.dim():
+        return False
+    shape = [1] * (out.dim() - value.dim()) + list(value.shape)
+    return all(s == 1 for i, s in enumerate(shape) if i != 1) and shape[1] in (1, out.shape[1])
+
+
+def epilogue_step(user: Any, cur: Any, out: Any, n_vectors: int) -> tuple[list[Any], Any] | None:
+    """The kernel's step for FX node ``user`` applied to ``cur`` (and its per-channel operand node), or None.
+
+    ``out``: the convolution's output (example value). Steps: see ``engine/conv.py: epilogue_lines``.
+    """
+    args, kwargs = list(user.args), dict(user.kwargs)
+    if user.op == "call_method":
+        op = _METHOD_STEPS.get(user.target)
+        if op is None or not args or args[0] is not cur:
+            return None
+        target_kind, rest = op, args[1:]
+    elif user.op == "call_function" and user.target in _UNARY_STEPS:
+        if not args or args[0] is not cur or kwargs.get("inplace") or len(args) > 1:
+            return None
+        return [_UNARY_STEPS[user.target]], None
+    elif user.op == "call_function" and user.target is F.gelu:
+        ok = args and args[0] is cur and len(args) == 1 and kwargs.get("approximate", "none") == "none"
+        return (["gelu"], None) if ok else None
+    elif user.op == "call_function" and user.target is F.leaky_relu:
+        slope = args[1] if len(args) > 1 else kwargs.get("negative_slope", 0.01)
+        ok = args and args[0] is cur and isinstance(slope, (int, float)) and not kwargs.get("inplace")
+        return (["leaky_relu", float(slope)], None) if ok else None
+    elif user.op == "call_function" and user.target in (F.hardtanh, torch.clamp):
+        if not args or args[0] is not cur or kwargs.get("inplace"):
+            return None
+        target_kind, rest = ("hardtanh" if user.target is F.hardtanh else "clamp"), args[1:]
+    elif user.op == "call_function" and user.target in _BINARY_STEPS:
+        target_kind, rest = _BINARY_STEPS[user.target], args
+    else:
+        return None
+    if target_kind in ("clamp", "hardtanh"):
+        default = (-1.0, 1.0) if target_kind == "hardtanh" else (None, None)
+        names = ("min_val", "max_val") if target_kind == "hardtanh" else ("min", "max")
+        lo = rest[0] if rest else kwargs.get(names[0], default[0])
+        hi = rest[1] if len(rest) > 1 else kwargs.get(names[1], default[1])
+        if not all(v is None or isinstance(v, (int, float)) for v in (lo, hi)):
+            return None
+        return ["clamp", lo, hi], None
+    if target_kind in _UNARY_STEPS.values():
+        return ([target_kind], None) if not rest and not kwargs else None
+    # a binary step: cur and one operand (a number, or a per-channel tensor node), no alpha / rounding mode
+    if kwargs or len(args) != 2 or (args[0] is cur) == (args[1] is cur):
+        return None
+    other, first = (args[1], True) if args[0] is cur else (args[0], False)
+    op = target_kind if first or target_kind in ("add", "mul") else {"sub": "rsub", "div": "rdiv"}[target_kind]
+    if isinstance(other, (int, float)) and not isinstance(other, bool):
+        return [op, float(other)], None
+    value = other.meta.get("example_value") if hasattr(other, "meta") else None
+    if _per_channel(value, out):
+        return [op, f"E{n_vectors}"], other
+    return None
+
+
+def _epilogue_chain(node: Any) -> tuple[list[list[Any]], list[Any], list[Any]]:
+    """The steps after convolution ``node`` the kernel can take, their operand nodes, and the chain of nodes."""
+    out = node.meta.get("example_value")
+    steps: list[list[Any]] = []
+    vectors: list[Any] = []
+    chain = [node]
+    if not isinstance(out, torch.Tensor):
+        return steps, vectors, chain
+    while len(chain[-1].users) == 1:
+        user = next(iter(chain[-1].users))
+        step = epilogue_step(user, chain[-1], out, len(vectors))
+        value = user.meta.get("example_value")
+        if step is None or not isinstance(value, torch.Tensor) or value.shape != out.shape or value.dtype != out.dtype:
+            break
+        steps.append(step[0])
+        if step[1] is not None:
+            vectors.append(step[1])
+        chain.append(user)
+    return steps, vectors, chain
 
 
 def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False, flash: bool = False) -> list[str]:

@@ -38,8 +38,9 @@ Each transform implements the method of the skill cards that name it (``transfor
 - ``conv_kernel`` (card ``implicit-gemm-conv``): a compiler seed with a convolution (a cuDNN call or a Triton
   template) recaptured with every convolution in our implicit-GEMM kernel (``engine/conv.py``; transposed ones
   by phase decomposition), its products in ``tf32r`` (TF32 rounded to nearest, as cuDNN) where the precision
-  policy allows TF32 for the task, else ``tf32x3``. Inductor fuses what follows each convolution into its own
-  kernels; a later recapture keeps the form.
+  policy allows TF32 for the task, else ``tf32x3``. The element-wise tail of each convolution in the graph is
+  computed in the kernel before its store (``reformulate.conv_kernel_forms``); Inductor fuses the rest into its
+  own kernels. A later recapture keeps the form.
 
 The reviewer judges every result like any other candidate; a transform only proposes.
 """

@@ -155,6 +155,15 @@ COMPILE = textwrap.dedent(
                                   target=GPUTarget("cuda", 90, 32),
                                   options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
         print("OK", transposed, compiled.metadata.shared)
+
+    from kernelskill.engine.conv import epilogue_kernel
+    kernel = epilogue_kernel([["add", "E0"], ["mish"], ["clamp", 0.0, 1.0]], 1)  # a generated epilogue kernel
+    consts.update(TRANSPOSED=False, PRECISION="tf32", ROUND_TF32=True)
+    sig = {n: "constexpr" if n in consts else "*fp32" if n in ("X", "Wp", "Bias", "Out", "E0") else "i32"
+           for n in kernel.arg_names}
+    triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=consts), target=GPUTarget("cuda", 90, 32),
+                   options={"num_warps": 4, "num_stages": 3})
+    print("OK epilogue")
     """
 )
 
@@ -163,7 +172,7 @@ def test_the_kernel_compiles_for_hopper():
     """The interpreter does not compile; Triton's own compiler for sm_90 does, without a GPU."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, timeout=300, env=env)
-    assert out.stdout.count("OK") == 2, out.stdout[-2000:] + out.stderr[-3000:]
+    assert out.stdout.count("OK") == 3, out.stdout[-2000:] + out.stderr[-3000:]
 
 
 class _Net(torch.nn.Module):
@@ -198,7 +207,7 @@ def test_a_graphs_convolutions_are_rewritten_onto_the_kernel():
         want = model(x)
     assert seen == [
         [
-            "conv2d -> our implicit-GEMM Triton kernel (ieee)",
+            "conv2d -> our implicit-GEMM Triton kernel (ieee), with relu fused before its store",
             "conv_transpose2d -> our implicit-GEMM Triton kernel (ieee)",
         ]
     ]
@@ -276,3 +285,64 @@ def test_the_conv_kernel_transform_recaptures_a_seed_with_a_convolution(tmp_path
     assert calls[-1] == "tf32x3"  # another product is fp32 in the reference: near-fp32 products
     transforms.apply("autotune_sweep", sources[0], Context(), str(task), tmp_path)
     assert calls[-1] == "tf32r"  # a later recapture keeps the form and its precision
+
+
+def test_an_epilogue_of_element_wise_steps_runs_in_the_kernels_store():
+    torch.manual_seed(8)
+    x, w, b = _inputs(CASES["2d-grouped"], transposed=False, seed=8)
+    scale, shift = torch.randn(12, 1, 1), torch.randn(1)
+    steps = [["mul", "E0"], ["add", 0.5], ["rsub", "E1"], ["clamp", -1.0, 1.5], ["mish"], ["div", 2.0], ["gelu"]]
+    got = conv(x, w, b, padding=1, groups=4, epilogue=steps, vectors=[scale, shift])
+    y = F.conv2d(x.double(), w.double(), b.double(), padding=1, groups=4)
+    y = (shift.double() - (y * scale.double() + 0.5)).clamp(-1.0, 1.5)
+    want = F.gelu(F.mish(y) / 2.0)
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+    for op in ("relu", "sigmoid", "tanh", "silu", "hardswish"):
+        ref = getattr(F, op)(F.conv2d(x.double(), w.double(), padding=1, groups=4))
+        torch.testing.assert_close(conv(x, w, padding=1, groups=4, epilogue=[[op]]).double(), ref, rtol=1e-5, atol=1e-5)
+    leaky = conv(x, w, padding=1, groups=4, epilogue=[["leaky_relu", 0.1]]).double()
+    ref = F.leaky_relu(F.conv2d(x.double(), w.double(), padding=1, groups=4), 0.1)
+    torch.testing.assert_close(leaky, ref, rtol=1e-5, atol=1e-5)
+
+
+class _Tail(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv3d(3, 6, 3, padding=1)
+        self.scale = torch.nn.Parameter(torch.randn(6, 1, 1, 1))
+        self.full = torch.nn.Parameter(torch.randn(6, 4, 5, 5))  # not per channel: ends the chain
+
+    def forward(self, x):
+        y = torch.tanh(2.0 - (self.conv(x) + self.scale) * 2.0)
+        y = F.gelu(torch.clamp(y, min=-0.5, max=0.5)) / 3.0
+        c = self.conv(x)
+        return y * self.full, c.relu() + c  # an output with two users is not fused
+
+
+def test_an_element_wise_tail_is_fused_into_the_kernel():
+    from kernelskill.engine.conv import conv_nd
+    from kernelskill.engine.reformulate import conv_kernel_forms
+
+    torch.manual_seed(9)
+    model, x = _Tail().eval(), torch.randn(2, 3, 4, 5, 5)
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(conv_kernel_forms(gm, "ieee"))
+        targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+        assert torch.tanh not in targets and F.gelu not in targets and targets.count(conv_nd) == 2
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model, backend=backend, fullgraph=True)(x)
+        want = model(x)
+    assert seen == [
+        [
+            "conv3d -> our implicit-GEMM Triton kernel (ieee), with add / mul / rsub / tanh / clamp / gelu / div "
+            "fused before its store",
+            "conv3d -> our implicit-GEMM Triton kernel (ieee)",
+        ]
+    ]
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
