@@ -19,8 +19,7 @@ from typing import Any
 
 from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
-from kernelskill.runner import gpu_share
-from kernelskill.runner.sandbox import ChildFailure, run_child
+from kernelskill.runner.sandbox import ChildFailure, needs_gpu_alone, run_child
 from kernelskill.runner.static_check import HEAVY_MODULES, HEAVY_OPS, forward_compute_ops
 
 SEED_MARK = "kernelskill compiler seed for"
@@ -112,8 +111,7 @@ def capture_variant(
     )
     limit = deadline.timeout(ctx.seed_timeout_s, reserve_s)
     out = run_child("kernelskill.engine.inductor_seed", req, workdir, name, limit, spare=True)
-    if gpu_share.active() and not isinstance(out, ChildFailure) and "out of memory" in str(out.result.get("error", "")):
-        # on a shared GPU another task's memory may be the cause: once more, holding the GPU alone
+    if not isinstance(out, ChildFailure) and needs_gpu_alone(out.result, req):
         limit = deadline.timeout(ctx.seed_timeout_s, reserve_s)
         out = run_child("kernelskill.engine.inductor_seed", {**req, "gpu_alone": True}, workdir, name + "_alone", limit)
     if isinstance(out, ChildFailure):

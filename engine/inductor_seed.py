@@ -463,8 +463,7 @@ def build(req: dict[str, Any]) -> dict[str, Any]:
     task_path, variant = req["task_path"], req.get("variant", "default")
     seed = int(req.get("seed", 42))
     try:
-        hold = gpu_share.exclusive() if req.get("gpu_alone") else gpu_share.shared()  # no-op unless shared
-        with hold:  # a shared GPU: timings wait for this capture
+        with gpu_share.hold(bool(req.get("gpu_alone"))):  # no-op unless shared: then timings wait for it
             return _capture_and_check(req, task_path, variant, seed)
     except SeedError as e:
         return {"ok": False, "error": str(e), "variant": variant}

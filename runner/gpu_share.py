@@ -22,6 +22,7 @@ The locks are ``flock`` locks: the kernel releases them when a process dies, a k
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import time
@@ -159,6 +160,11 @@ def exclusive() -> Iterator[None]:
         fcntl.flock(h.data, fcntl.LOCK_UN)
         if had_share:
             _enter_shared(h)
+
+
+def hold(alone: bool) -> contextlib.AbstractContextManager[None]:
+    """:func:`exclusive` for a process asked to run holding the GPU alone (``gpu_alone``), else :func:`shared`."""
+    return exclusive() if alone else shared()
 
 
 def waited() -> dict[str, float] | None:

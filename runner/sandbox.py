@@ -28,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -107,7 +108,7 @@ def run_review(
         return failure(out.status, out.digest, out.log_tail, candidate_id, wall_s=out.wall_s)
     result: ReviewResult = out.result
     result.setdefault("wall_s", out.wall_s)
-    if gpu_share.active() and not options.get("gpu_alone") and _out_of_memory(result):
+    if needs_gpu_alone(result, req):
         # on a shared GPU another task's memory may be the cause: once more holding the GPU alone
         again = run_review(
             task_path, source, workdir, candidate_id, timeout_s, device, **{**options, "gpu_alone": True}
@@ -126,9 +127,16 @@ def run_review(
     return result
 
 
-def _out_of_memory(result: ReviewResult) -> bool:
-    text = f"{result.get('error_digest', '')} {result.get('error_detail', '')}".lower()
-    return result.get("status") != "correct" and ("out of memory" in text or "outofmemoryerror" in text)
+def needs_gpu_alone(result: Mapping[str, Any], req: Mapping[str, Any]) -> bool:
+    """A child's failed result (a review's or a capture's) that ran out of memory on a shared GPU, not yet alone.
+
+    Another task's memory may be the cause: the caller runs ``req`` once more with ``gpu_alone``.
+    """
+    if not gpu_share.active() or req.get("gpu_alone"):
+        return False
+    failed = result.get("status", "correct") != "correct" or result.get("ok") is False
+    text = " ".join(str(result.get(k, "")) for k in ("error_digest", "error_detail", "error")).lower()
+    return failed and ("out of memory" in text or "outofmemoryerror" in text)
 
 
 def probe_task(
@@ -148,7 +156,7 @@ def probe_task(
         return failure(out.status, out.digest, out.log_tail, "probe", wall_s=out.wall_s)
     result: ReviewResult = out.result
     result.setdefault("wall_s", out.wall_s)
-    if gpu_share.active() and _out_of_memory(result):  # another task's memory? once more, the GPU alone
+    if needs_gpu_alone(result, req):
         out = run_child(REVIEW_MODULE, {**req, "gpu_alone": True}, work, "probe", timeout_s, env_extra=review_env())
         if isinstance(out, ChildFailure):
             return failure(out.status, out.digest, out.log_tail, "probe", wall_s=out.wall_s)
