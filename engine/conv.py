@@ -140,12 +140,17 @@ def ks_conv_fwd(
     tl.store(out, acc.to(Out.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
 
 
-def _triple(value: int | Sequence[int], dims: int, fill: int) -> tuple[int, int, int]:
-    """A per-dimension parameter of a ``dims``-D convolution as (depth, height, width)."""
+def per_dim(value: int | Sequence[int], dims: int) -> list[int]:
+    """A convolution parameter (one number, or one per spatial dimension) as ``dims`` numbers."""
     vals = [int(value)] * dims if isinstance(value, int) else [int(v) for v in value]
     if len(vals) != dims:
         raise ValueError(f"expected {dims} values, got {vals}")
-    return tuple([fill] * (3 - dims) + vals)  # type: ignore[return-value]
+    return vals
+
+
+def _triple(value: int | Sequence[int], dims: int, fill: int) -> tuple[int, int, int]:
+    """A per-dimension parameter of a ``dims``-D convolution as (depth, height, width)."""
+    return tuple([fill] * (3 - dims) + per_dim(value, dims))  # type: ignore[return-value]
 
 
 def pack_weight(weight: torch.Tensor, groups: int, transposed: bool) -> torch.Tensor:
@@ -310,10 +315,6 @@ def conv_op() -> Any:
     return _OP
 
 
-def _ints(value: Any, dims: int) -> list[int]:
-    return [int(value)] * dims if isinstance(value, int) else [int(v) for v in value]
-
-
 def conv_nd(
     input: torch.Tensor,
     weight: torch.Tensor,
@@ -332,7 +333,7 @@ def conv_nd(
     per-channel operands.
     """
     dims = input.dim() - 2
-    s, p, d = (_ints(v, dims) for v in (stride, padding, dilation))
+    s, p, d = (per_dim(v, dims) for v in (stride, padding, dilation))
     return conv_op()(input, weight, bias, s, p, d, int(groups), False, [0] * dims, precision, epilogue, list(vectors))
 
 
@@ -351,7 +352,7 @@ def conv_transpose_nd(
 ) -> torch.Tensor:
     """``torch.conv_transpose{1,2,3}d``'s signature through our kernel (phase decomposition), as :func:`conv_nd`."""
     dims = input.dim() - 2
-    s, p, op, d = (_ints(v, dims) for v in (stride, padding, output_padding, dilation))
+    s, p, op, d = (per_dim(v, dims) for v in (stride, padding, output_padding, dilation))
     return conv_op()(input, weight, bias, s, p, d, int(groups), True, op, precision, epilogue, list(vectors))
 
 

@@ -59,6 +59,8 @@ def trace_convs(task_path: Path) -> list[dict[str, Any]]:
 
 def _conv_record(op: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
     """One call's shapes and parameters, named as :func:`kernelskill.engine.conv.conv` takes them."""
+    from kernelskill.engine.conv import per_dim
+
     transposed = "transpose" in op
     names = ["input", "weight", "bias", "stride", "padding"]
     names += ["output_padding", "groups", "dilation"] if transposed else ["dilation", "groups"]
@@ -66,9 +68,7 @@ def _conv_record(op: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, 
     dims = int(op[-2])
 
     def tup(v: Any, fill: int) -> list[int]:
-        if v is None:
-            return [fill] * dims
-        return [int(v)] * dims if isinstance(v, int) else [int(x) for x in v]
+        return per_dim(fill if v is None else v, dims)
 
     if isinstance(values.get("padding"), str):
         raise ValueError(f"{op} with padding={values['padding']!r} is not taken")
