@@ -15,6 +15,7 @@ import textwrap
 import pytest
 import torch
 import torch.nn.functional as F
+from trace_util import aot_traced_code
 
 from kernelskill.engine.conv import conv, from_module, output_size, pack_weight
 
@@ -175,6 +176,25 @@ def test_the_kernel_compiles_for_hopper():
     assert out.stdout.count("OK") == 3, out.stdout[-2000:] + out.stderr[-3000:]
 
 
+def _rewritten(model, x):
+    """``conv_kernel_forms(gm, "ieee")`` on ``model``'s Dynamo graph: (what it rewrote, the call targets after,
+    the rewritten graph's output, the model's own)."""
+    from kernelskill.engine.reformulate import conv_kernel_forms
+
+    seen, targets = [], []
+
+    def backend(gm, example_inputs):
+        seen.append(conv_kernel_forms(gm, "ieee"))
+        targets.extend(n.target for n in gm.graph.nodes if n.op == "call_function")
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model, backend=backend, fullgraph=True)(x)
+        want = model(x)
+    return seen, targets, got, want
+
+
 class _Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -189,22 +209,10 @@ class _Net(torch.nn.Module):
 
 def test_a_graphs_convolutions_are_rewritten_onto_the_kernel():
     from kernelskill.engine.conv import conv_nd, conv_transpose_nd
-    from kernelskill.engine.reformulate import conv_kernel_forms
 
     torch.manual_seed(7)
-    model, x = _Net().eval(), torch.randn(2, 3, 6, 6)
-    seen = []
-
-    def backend(gm, example_inputs):
-        seen.append(conv_kernel_forms(gm, "ieee"))
-        targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
-        assert conv_nd in targets and conv_transpose_nd in targets and torch.conv1d in targets
-        return gm.forward
-
-    torch._dynamo.reset()
-    with torch.no_grad():
-        got = torch.compile(model, backend=backend, fullgraph=True)(x)
-        want = model(x)
+    seen, targets, got, want = _rewritten(_Net().eval(), torch.randn(2, 3, 6, 6))
+    assert conv_nd in targets and conv_transpose_nd in targets and torch.conv1d in targets
     assert seen == [
         [
             "conv2d -> our implicit-GEMM Triton kernel (ieee), with relu fused before its store",
@@ -214,42 +222,17 @@ def test_a_graphs_convolutions_are_rewritten_onto_the_kernel():
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
-TRACE = textwrap.dedent(
-    """
-    import torch
-    from torch._dynamo.backends.common import aot_autograd
-    from kernelskill.engine.reformulate import conv_kernel_forms
-
-    class Stop(Exception):
-        pass
-
-    codes = []
-
-    def fw(gm, example_inputs):
-        codes.append(gm.code)
-        raise Stop  # traced: running it would need a GPU
-
-    def backend(gm, example_inputs):
-        conv_kernel_forms(gm, "tf32r")
-        return aot_autograd(fw_compiler=fw)(gm, example_inputs)
-
-    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU()).eval()
-    try:
-        with torch.no_grad():
-            torch.compile(model, backend=backend, fullgraph=True)(torch.randn(2, 3, 8, 8))
-    except Exception:
-        pass
-    print("CODE", codes[0] if codes else None)
-    """
-)
-
-
 def test_the_op_traces_into_a_triton_kernel_node():
     """aot_autograd (Inductor's front end) sees our kernel as a user-defined Triton kernel, not a convolution."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run([sys.executable, "-c", TRACE], capture_output=True, text=True, timeout=300, env=env)
-    code = out.stdout.partition("CODE")[2]
-    assert "triton_kernel_wrapper" in code, out.stdout[-2000:] + out.stderr[-3000:]
+    code, output = aot_traced_code(
+        """
+        from kernelskill.engine.reformulate import conv_kernel_forms
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU()).eval()
+        """,
+        'conv_kernel_forms(gm, "tf32r")',
+        "torch.compile(model, backend=backend, fullgraph=True)(torch.randn(2, 3, 8, 8))",
+    )
+    assert "triton_kernel_wrapper" in code, output
     assert "'ROUND_TF32': True" in code and "'PRECISION': 'tf32'" in code
     assert "convolution" not in code
 
@@ -321,22 +304,10 @@ class _Tail(torch.nn.Module):
 
 def test_an_element_wise_tail_is_fused_into_the_kernel():
     from kernelskill.engine.conv import conv_nd
-    from kernelskill.engine.reformulate import conv_kernel_forms
 
     torch.manual_seed(9)
-    model, x = _Tail().eval(), torch.randn(2, 3, 4, 5, 5)
-    seen = []
-
-    def backend(gm, example_inputs):
-        seen.append(conv_kernel_forms(gm, "ieee"))
-        targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
-        assert torch.tanh not in targets and F.gelu not in targets and targets.count(conv_nd) == 2
-        return gm.forward
-
-    torch._dynamo.reset()
-    with torch.no_grad():
-        got = torch.compile(model, backend=backend, fullgraph=True)(x)
-        want = model(x)
+    seen, targets, got, want = _rewritten(_Tail().eval(), torch.randn(2, 3, 4, 5, 5))
+    assert torch.tanh not in targets and F.gelu not in targets and targets.count(conv_nd) == 2
     assert seen == [
         [
             "conv3d -> our implicit-GEMM Triton kernel (ieee), with add / mul / rsub / tanh / clamp / gelu / div "

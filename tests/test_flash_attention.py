@@ -17,6 +17,7 @@ import textwrap
 import pytest
 import torch
 import torch.nn.functional as F
+from trace_util import aot_traced_code
 
 from kernelskill.engine.flash_attention import eligible, flash_sdpa, launch_config
 from kernelskill.engine.reformulate import flash_eligible, triton_forms
@@ -91,43 +92,19 @@ def test_triton_forms_fuse_the_eligible_attention_calls():
     torch.testing.assert_close(got, _TwoAttentions()(q, k, v, mask), rtol=1e-5, atol=1e-5)
 
 
-TRACE = textwrap.dedent(
-    """
-    import torch, torch.nn.functional as F
-    from torch._dynamo.backends.common import aot_autograd
-    from kernelskill.engine.reformulate import triton_forms
-
-    class Stop(Exception):
-        pass
-
-    codes = []
-
-    def fw(gm, example_inputs):
-        codes.append(gm.code)
-        raise Stop  # traced: running it would need a GPU
-
-    def backend(gm, example_inputs):
-        triton_forms(gm, flash=True)
-        return aot_autograd(fw_compiler=fw)(gm, example_inputs)
-
-    q = torch.randn(2, 4, 40, 16)
-    try:
-        with torch.no_grad():
-            torch.compile(lambda q: F.scaled_dot_product_attention(q, q, q, is_causal=True) * 2,
-                          backend=backend, fullgraph=True)(q)
-    except Exception:
-        pass
-    print("CODE", codes[0] if codes else None)
-    """
-)
-
-
 def test_the_fused_op_traces_into_a_triton_kernel_node():
     """aot_autograd (Inductor's front end) sees one user-defined Triton kernel, not attention's math."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run([sys.executable, "-c", TRACE], capture_output=True, text=True, timeout=300, env=env)
-    code = out.stdout.partition("CODE")[2]
-    assert "triton_kernel_wrapper" in code, out.stdout[-2000:] + out.stderr[-3000:]
+    code, output = aot_traced_code(
+        """
+        import torch.nn.functional as F
+        from kernelskill.engine.reformulate import triton_forms
+        q = torch.randn(2, 4, 40, 16)
+        """,
+        "triton_forms(gm, flash=True)",
+        "torch.compile(lambda q: F.scaled_dot_product_attention(q, q, q, is_causal=True) * 2, "
+        "backend=backend, fullgraph=True)(q)",
+    )
+    assert "triton_kernel_wrapper" in code, output
     assert "'CAUSAL': True" in code and "'HEAD_DIM': 16" in code
     assert "softmax" not in code and "bmm" not in code
 
