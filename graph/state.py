@@ -7,6 +7,7 @@ overwritten by the node that returns them; accumulating fields say how they accu
 
 from __future__ import annotations
 
+import functools
 import operator
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
@@ -148,6 +149,7 @@ class OutputState(TypedDict, total=False):
     stop_reason: str
 
 
+@functools.cache
 def _reducers() -> dict[str, Any]:
     """``{field: reducer}`` for every field of :class:`State` annotated with one (LangGraph's channels)."""
     from typing import get_type_hints

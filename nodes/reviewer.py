@@ -158,7 +158,8 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             admit(extra, r)
     if state.get("engine") == "offline" and review["status"] != "correct":
         update["repairable"] = offline_repairable(apply_update(state, update))
-    if round_finished(apply_update(state, update)) and _needs_last_resort(apply_update(state, update)):
+    after = apply_update(state, update)
+    if round_finished(after) and _needs_last_resort(after):
         extra = reference_fallback(state, update)
         r = _review(ctx, state, extra)
         update["candidates"] = list(update.get("candidates", [])) + [extra]
