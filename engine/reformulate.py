@@ -41,7 +41,7 @@ instead of one per slice (each slice's storage offset makes a new autotuning key
 
 ``nn.TransformerEncoderLayer``'s eval-mode fast path (one ``_transformer_encoder_layer_fwd`` op, which
 Inductor leaves to PyTorch) is written out as the layer's ops when it has no mask and a batch-first input
-(``runner/flash_attention.encoder_layer``).
+(``engine/flash_attention.encoder_layer``).
 
 With ``flash`` (the ``flash_attention`` skill's recapture), each attention call without masks or dropout
 (``scaled_dot_product_attention``; ``nn.MultiheadAttention``'s ``multi_head_attention_forward`` when it

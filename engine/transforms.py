@@ -20,7 +20,7 @@ Each transform implements the method of the skill cards that name it (``transfor
   split operands, as ``dot_precision`` makes them), and a later ``autotune_sweep`` keeps the form.
 - ``dot_precision`` (card ``dot-input-precision``): every fp32 ``tl.dot`` kept off tensor cores
   (``input_precision="ieee"`` / ``allow_tf32=False``) rewritten to ``"tf32x3"`` and, as further
-  variants, ``"tf32"`` and ``"tf32"`` of operands rounded to nearest (``tf32r``; ``runner/dot_precision.py``);
+  variants, ``"tf32"`` and ``"tf32"`` of operands rounded to nearest (``tf32r``; ``engine/precision.py``);
   with ``Context.split_gemm`` (off by default), for a compiler seed whose dots are all GEMM templates,
   also a recapture with each fp32 GEMM as one TF32 GEMM over 3xTF32 split operands
   (``engine/reformulate.py``); the reviewer keeps the fastest one that is correct. On an H200 the split

@@ -1,4 +1,4 @@
-"""Load the role prompt templates shipped in ``nodes/prompts`` (prompts are data, not code)."""
+"""Load the role prompt templates shipped in ``nodes/model/prompts`` (prompts are data, not code)."""
 
 from __future__ import annotations
 
