@@ -406,7 +406,7 @@ def _save_meta(
 
 def _add_launch(out: Path, started: float, interrupted: bool, gpus: str) -> None:
     meta = read_meta(out)
-    meta.setdefault("launches", meta.pop("sessions", [])).append(
+    meta.setdefault("launches", []).append(  # _save_meta moved an older eval.json's "sessions" here
         {
             "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
             "elapsed_s": time.time() - started,
