@@ -68,6 +68,9 @@ from .compiler import capture_variant, is_compiler_seed
 from .precision import precision_variants, with_precision
 from .sweep import sweep_variants, sweepable_launches
 
+# Every transform this module applies (a card names one in ``transform:``; without long-term memory the
+# offline planner draws among those that apply, with no card read).
+TRANSFORMS = ("autotune_sweep", "conv_gemm", "conv_kernel", "cuda_graph", "dot_precision", "flash_attention")
 GRAPH_MARK = "# ---- kernelskill transform: cuda_graph"
 CONV_TEMPLATE = re.compile(r"def triton_tem_fused_\w*convolution")  # Inductor's convolution template kernels
 SWEEP_VARIANTS = 4

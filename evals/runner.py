@@ -228,7 +228,7 @@ def context_flags(ctx: Context) -> list[str]:
     if ctx.model:
         flags += ["--model", ctx.model]
     flags += ["--rounds", str(ctx.max_rounds), "--device", ctx.device, "--engine", ctx.engine]
-    flags += ["--precision", ctx.precision, "--kernels", ctx.kernels]
+    flags += ["--precision", ctx.precision, "--kernels", ctx.kernels, "--memory", ctx.memory]
     return flags
 
 
@@ -379,11 +379,12 @@ def _save_meta(
 ) -> None:
     meta = read_meta(out)
     before = meta.get("context") or {}
-    changed = {k: (before[k], v) for k, v in ctx.policy().items() if k in before and before[k] != v}
+    fixed = {**ctx.policy(), "memory": ctx.memory}  # one eval directory, one setting of each
+    changed = {k: (before[k], v) for k, v in fixed.items() if k in before and before[k] != v}
     if changed and meta.get("tasks"):
         said = "; ".join(f"{k} was {a}, now {b}" for k, (a, b) in changed.items())
         raise ValueError(
-            f"{out} was run under other policies ({said}): resume it with the same ones, or use a new --out"
+            f"{out} was run under other policies or memory ({said}): resume it with the same ones, or use a new --out"
         )
     prices = dict(meta.get("prices") or {"in": None, "out": None})
     if price_in is not None:
@@ -457,7 +458,7 @@ def run_eval(
 
     Raises:
         ValueError: on an unusable task selection (see :func:`~kernelskill.evals.suite.select_tasks`), or
-            when ``out`` was run under other precision / kernel-origin policies.
+            when ``out`` was run under other precision / kernel-origin policies or another memory setting.
     """
     from kernelskill.runs import runs_root
 

@@ -20,7 +20,14 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 ROLES = ("generator", "diagnoser", "planner", "optimizer")
 # fields with a closed set of values
-CHOICES = {"structured_output": ("auto", "on", "off"), "precision": ("fp32", "tf32"), "kernels": ("any", "custom")}
+CHOICES = {
+    "structured_output": ("auto", "on", "off"),
+    "precision": ("fp32", "tf32"),
+    "kernels": ("any", "custom"),
+    "memory": ("full", "no-long-term", "no-short-term", "none"),
+}
+# what each memory setting keeps: (long-term, short-term)
+MEMORIES = {"full": (True, True), "no-long-term": (False, True), "no-short-term": (True, False), "none": (False, False)}
 
 
 def config_file(explicit: str | Path | None = None) -> Path:
@@ -130,6 +137,15 @@ class Context(BaseSettings):
             "custom: a candidate whose main work runs in its own kernels always beats one that does not."
         ),
     )
+    memory: str = Field(
+        default="full",
+        description=(
+            "full: both memories; no-long-term: no policy decision, skill cards or priors (the planner's model, "
+            "or offline a seeded uniform draw over the transforms, picks the method); no-short-term: no trajectory, "
+            "earlier failures or diagnoses in any prompt and no exclusion of failed plans (each round sees the best "
+            "candidate and its latest review only); none: neither (ablations)."
+        ),
+    )
     max_rounds: int = Field(default=3, description=("Optimization rounds after the seed round."))
     max_repairs: int = Field(default=3, description=("Repair attempts per candidate before it is abandoned."))
     seeds: int = Field(default=1, description=("Seed candidates the generator writes."))
@@ -213,6 +229,14 @@ class Context(BaseSettings):
         """The run's comparison policies, stated in every report and summary."""
         return {"precision": self.precision, "kernels": self.kernels}
 
+    def long_term_memory(self) -> bool:
+        """True when the nodes read the skills knowledge base: policy, cards, priors (``full``, ``no-short-term``)."""
+        return MEMORIES[self.memory][0]
+
+    def short_term_memory(self) -> bool:
+        """True when the nodes read the task's trajectory, failures and tried plans (``full``, ``no-long-term``)."""
+        return MEMORIES[self.memory][1]
+
     def budget(self) -> dict[str, Any]:
         """The limits the routers read, for ``state["budget"]``."""
         return {
@@ -258,6 +282,17 @@ def describe_errors(error: ValidationError, path: str | Path | None = None) -> s
         else:
             parts.append(f"{field}: {str(e['msg']).removeprefix('Value error, ')}")
     return "; ".join(parts) + where
+
+
+def memory_line(memory: str) -> str:
+    """One line stating which memories a run used, for every report."""
+    return {
+        "full": "full (long-term: skills knowledge base, policy and priors; short-term: the task's trajectory)",
+        "no-long-term": "no-long-term (ablation: no policy, skill cards or priors; the short-term trajectory only)",
+        "no-short-term": "no-short-term (ablation: no trajectory, failures or tried plans; each round sees the best "
+        "and its latest review)",
+        "none": "none (ablation: neither the skills knowledge base nor the task's trajectory)",
+    }.get(memory, memory)
 
 
 def policy_line(policy: dict[str, str]) -> str:

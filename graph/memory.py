@@ -1,8 +1,27 @@
-"""Short-term memory: compact summaries of the trajectory for the model-backed roles."""
+"""Short-term memory: what the nodes read of the task's history, and compact summaries of it for the prompts.
+
+The state records everything (the reports and the routers' budgets need it); :func:`recall` is what
+a node may read of it. Without short-term memory (``Context.memory`` ``no-short-term`` or ``none``)
+the trajectory, the review log, the tried plans and the pool of parents are hidden, so each round
+sees only the best candidate and its latest review, and a plan that already failed can be chosen again.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+from .context import Context
 from .state import State
+
+SHORT_TERM_FIELDS = ("trajectory", "attempts", "failed_plans", "parents")
+
+
+def recall(state: State, ctx: Context) -> State:
+    """The state as the nodes read it: whole, or without :data:`SHORT_TERM_FIELDS` when short-term memory is off."""
+    if ctx.short_term_memory():
+        return state
+    seen: dict[str, Any] = {k: v for k, v in state.items() if k not in SHORT_TERM_FIELDS}
+    return seen  # type: ignore[return-value]
 
 
 def trajectory_summary(state: State, limit: int = 12) -> str:

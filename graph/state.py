@@ -45,7 +45,8 @@ class Plan(TypedDict):
     title: str
     reason: str  # why the policy allowed it and why it ranks first
     trace: list[str]  # the decision trace: rules that fired, with their numbers
-    source: NotRequired[str]  # "policy" (deterministic) or "model" (a model-backed planner's verdict)
+    source: NotRequired[str]  # "policy" (deterministic), "model" (a model-backed planner's verdict) or "draw"
+    transform: NotRequired[str]  # offline: the deterministic transform the optimizer applies
     rationale: NotRequired[str]  # the model-backed planner's verdict fields
     expected_effect: NotRequired[str]
     code_region: NotRequired[str]
@@ -73,7 +74,7 @@ class TrajectoryEntry(TypedDict):
     error_digest: str
     improved: bool  # became the new best
     diagnosis: NotRequired[str]  # root cause named by the last repair of this round, if any
-    plan: NotRequired[dict[str, Any]]  # the plan's verdict fields (source, rationale, expected effect, region)
+    plan: NotRequired[dict[str, Any]]  # the plan's verdict fields (source, rationale, effect, region, transform)
 
 
 class Attempt(TypedDict):

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from kernelskill.cli_common import Kernels, Precision, check_endpoint, check_mode, console, context_or_exit
+from kernelskill.cli_common import Kernels, Memory, Precision, check_endpoint, check_mode, console, context_or_exit
 
 app = typer.Typer(
     rich_markup_mode=None, help="Turn a PyTorch module into verified, faster Triton kernels.", no_args_is_help=True
@@ -113,6 +113,7 @@ def optimize(
     ] = None,
     precision: Precision = None,
     kernels: Kernels = None,
+    memory: Memory = None,
 ) -> None:
     """Optimize one task; prints the thread id, progress and the final report."""
     from kernelskill.runner.taskfile import TaskFileError, load_task_module
@@ -130,6 +131,7 @@ def optimize(
         config,
         precision=precision,
         kernels=kernels,
+        memory=memory,
         model=model,
         base_url=base_url,
         scripted=scripted,

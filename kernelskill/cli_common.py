@@ -28,6 +28,10 @@ def check_mode(ctx: Any) -> None:
         )
     elif cuda and ctx.compiler_seed:
         console.print("model mode on CUDA: TorchInductor's kernels join the seeds as the model's starting point")
+    if ctx.memory != "full":
+        from kernelskill.graph.context import memory_line
+
+        console.print(f"[bold yellow]memory[/]: {escape(memory_line(ctx.memory))}")
 
 
 def deterministic_skills() -> str:
@@ -60,6 +64,13 @@ Precision = Annotated[
 Kernels = Annotated[
     str | None,
     typer.Option(help="any (default: the fastest correct candidate wins) | custom (own kernels preferred)."),
+]
+Memory = Annotated[
+    str | None,
+    typer.Option(
+        help="full (default) | no-long-term (no policy, skill cards or priors) | no-short-term (no trajectory, "
+        "failures or tried plans) | none: the memory ablations."
+    ),
 ]
 
 

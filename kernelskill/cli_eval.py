@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kernelskill.cli_common import Kernels, Precision, check_endpoint, check_mode, console, context_or_exit
+from kernelskill.cli_common import Kernels, Memory, Precision, check_endpoint, check_mode, console, context_or_exit
 
 eval_app = typer.Typer(
     rich_markup_mode=None,
@@ -73,6 +73,7 @@ def eval_cmd(
     ] = "",
     precision: Precision = None,
     kernels: Kernels = None,
+    memory: Memory = None,
 ) -> None:
     """Run the optimizer over a task suite and summarize (resumable: `--out DIR` again skips finished tasks)."""
     if typer_ctx.invoked_subcommand is not None:
@@ -98,6 +99,7 @@ def eval_cmd(
         engine=engine,
         precision=precision,
         kernels=kernels,
+        memory=memory,
     )
     check_mode(ctx)
     check_endpoint(ctx)

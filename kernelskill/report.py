@@ -7,7 +7,7 @@ import textwrap
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from kernelskill.graph.context import policy_line
+from kernelskill.graph.context import memory_line, policy_line
 from kernelskill.graph.state import State
 
 if TYPE_CHECKING:
@@ -59,6 +59,7 @@ def build_report(run: Run, state: State) -> dict[str, Any]:
         "task": state.get("task", {}).get("path", run.task_path),
         "mode": mode_label(run.context, state.get("engine")),
         "policy": run.context.policy(),
+        "memory": run.context.memory,
         "stop_reason": state.get("stop_reason", "(not finished)"),
         "task_error": state.get("task_error") or None,
         "budget": state.get("budget", {}),
@@ -85,6 +86,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- task: `{report['task']}`",
         f"- mode: {report['mode']}",
         f"- policies: {policy_line(report['policy'])}" if report.get("policy") else "- policies: unstated",
+        f"- memory: {memory_line(report.get('memory', 'full'))}",
         f"- stop reason: {report['stop_reason']}",
         f"- candidates reviewed: {len(report['attempts'])}",
     ]

@@ -105,12 +105,13 @@ def describe(node: str, update: dict[str, Any]) -> str:
         return f"{f.get('num_kernels', 0)} kernel(s), {', '.join(flags) or 'no flags'}{note}"
     if node == "planner":
         p = update.get("plan")
-        d = update["decision"]
+        d = update.get("decision") or {}
+        where = f"bottleneck {d['bottleneck']}" if d.get("bottleneck") else "no policy (no long-term memory)"
         if not p:
-            return f"bottleneck {d['bottleneck']}; no plan: {update.get('stop_reason', '')}"
+            return f"{where}; no plan: {update.get('stop_reason', '')}"
         rejected = [t.split(": ", 1)[1] for t in p.get("trace", []) if t.startswith("model plan rejected (")]
         note = f" [rejected first: {'; '.join(rejected)}]" if rejected else ""
-        return f"bottleneck {d['bottleneck']} -> skill {p['skill_id']} ({p['reason']}){note}"
+        return f"{where} -> skill {p['skill_id']} ({p['reason']}){note}"
     return ""
 
 

@@ -1,6 +1,8 @@
 """diagnoser: read the failure and the short-term history, write a repaired candidate.
 
-With a model, the model diagnoses and rewrites. Offline (no model) the repairs are deterministic
+With a model, the model diagnoses and rewrites. Without long-term memory (``Context.memory``) its
+prompt has no cards; without short-term memory, no earlier failures (``graph.memory.recall``): only
+the failing candidate and its review. Offline (no model) the repairs are deterministic
 (:func:`offline_repair`): today one, ``compensated_dot`` (``engine/accumulation.py``) for a
 candidate whose output was wrong and whose fp32 ``tl.dot`` loop (``ieee`` or ``tf32x3`` products)
 adds its K blocks in sequence.
@@ -15,7 +17,7 @@ from langgraph.runtime import Runtime
 
 from kernelskill.engine.accumulation import compensated
 from kernelskill.graph.context import Context
-from kernelskill.graph.memory import failure_history
+from kernelskill.graph.memory import failure_history, recall
 from kernelskill.graph.state import Candidate, State
 from kernelskill.skills_kb.retrieve import cards_text, retrieve
 
@@ -48,7 +50,7 @@ def diagnoser(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         status=review["status"],
         error_digest=review.get("error_digest", ""),
         error_detail=(review.get("error_detail") or "")[-2500:],
-        history=failure_history(state),
+        history=failure_history(recall(state, ctx)),
         skills=cards_text(_relevant_cards(ctx, cand, review)),
     )
     verdict, reply, usage = ask_verdict(
@@ -77,7 +79,9 @@ def _no_code(cand: Candidate) -> str:
 
 
 def _relevant_cards(ctx: Context, cand: Candidate, review: dict[str, Any]) -> list[Any]:
-    """Cards retrieved from the failure and the code; none for a failure that is no code bug."""
+    """Cards retrieved from the failure and the code; none without long-term memory or for a failure not in code."""
+    if not ctx.long_term_memory():
+        return []
     if not cand["source"] or review["status"] in ("timeout", "crashed") or "environment" in review.get("labels", []):
         return []
     kernels = ", ".join(sorted(set(re.findall(r"\btl\.(\w+)\(", cand["source"]))))[:300]

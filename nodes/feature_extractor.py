@@ -5,7 +5,11 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from langgraph.runtime import Runtime
+
 from kernelskill.engine.inductor_seed import ATTENTION_MARK, FLASH_MARK
+from kernelskill.graph.context import Context
+from kernelskill.graph.memory import recall
 from kernelskill.graph.search import select_parent
 from kernelskill.graph.state import State
 from kernelskill.runner.dot_precision import count_exact_dots
@@ -142,7 +146,10 @@ def extract_features(source: str) -> dict[str, Any]:
     }
 
 
-def feature_extractor(state: State) -> dict[str, Any]:
-    """Node: choose this round's parent (``graph/search.py``: best-first, sometimes another) and read its features."""
-    parent, why = select_parent(state)
+def feature_extractor(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Node: choose this round's parent (``graph/search.py``: best-first, sometimes another) and read its features.
+
+    Without short-term memory the pool of parents is not read: the parent is the best.
+    """
+    parent, why = select_parent(recall(state, runtime.context or Context()))
     return {"parent": parent, "search_note": why, "features": extract_features(parent["candidate"]["source"])}

@@ -1,4 +1,4 @@
-"""generator: seed the first candidate from the reference and retrieved skills."""
+"""generator: seed the first candidate from the reference and retrieved skills (none without long-term memory)."""
 
 from __future__ import annotations
 
@@ -56,7 +56,8 @@ STARTING_POINT_CHARS = 12000
 def _model_seeds(
     ctx: Context, state: State, task: Task, k: int, starting_point: str
 ) -> tuple[list[Candidate], list[dict[str, Any]]]:
-    cards = retrieve("write a first Triton kernel for: " + task_summary(task["source"]), k=3, db_dir=ctx.skills_db)
+    query = "write a first Triton kernel for: " + task_summary(task["source"])
+    cards = retrieve(query, k=3, db_dir=ctx.skills_db) if ctx.long_term_memory() else []  # no cards without it
     skills = cards_text(cards)
     seeds: list[Candidate] = []
     tokens: list[dict[str, Any]] = []

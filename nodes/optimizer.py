@@ -1,9 +1,12 @@
 """optimizer: apply this round's plan (one skill) to the best candidate.
 
-With a model, the model rewrites the parent following the skill card. Offline, the card's
+With a model, the model rewrites the parent following the skill card. Offline, the plan's
 deterministic transform (``engine/transforms.py``) rewrites it; a transform that proposes several
 variants (a configuration sweep) puts the first in review and the rest in ``pending_seeds``, which
 the reviewer reviews in the same step (the fastest correct one becomes the best).
+
+Without long-term memory (``Context.memory``) the prompt carries the planner's method and reasons
+but no card and no policy decision; without short-term memory, no trajectory (``graph.memory.recall``).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from kernelskill.graph.context import Context
-from kernelskill.graph.memory import trajectory_summary
+from kernelskill.graph.memory import recall, trajectory_summary
 from kernelskill.graph.search import parent_of
 from kernelskill.graph.state import Candidate, Plan, State
 from kernelskill.skills_kb.library import default_library, render_card
@@ -32,9 +35,9 @@ def optimizer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     assert plan is not None, "optimizer runs only after a plan was chosen"
     best = parent_of(state)  # the best, or the parent the search chose for this round
     rnd = state.get("round", 0) + 1
-    card = default_library().get(plan["skill_id"])
     if state.get("engine") == "offline":
-        return _apply_transform(state, ctx, card.transform or "", best["candidate"], rnd, plan["skill_id"])
+        transform = plan.get("transform") or default_library().get(plan["skill_id"]).transform or ""
+        return _apply_transform(state, ctx, transform, best["candidate"], rnd, plan["skill_id"])
     probe = state["task"].get("probe")
     system, user = render(
         "optimizer",
@@ -48,14 +51,21 @@ def optimizer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         io=io_text(probe),
         features=json.dumps(state.get("features", {}), sort_keys=True),
         decision="\n".join(state.get("decision", {}).get("trace", [])) or "(none)",
-        skill=render_card(card, full=True) + _plan_text(plan),
-        history=trajectory_summary(state),
+        skill=_method_text(ctx, plan),
+        history=trajectory_summary(recall(state, ctx)),
     )
     reply, usage = ask(ctx, "optimizer", system, user, call_index(state, "optimizer"))
     new = candidate_from_reply(
         state, reply, usage, "optimizer", best["candidate"]["id"], rnd, f"apply {plan['skill_id']}"
     )
     return {"current": new, "candidates": [new], "round": rnd, "repairs": 0, "tokens": [usage]}
+
+
+def _method_text(ctx: Context, plan: Plan) -> str:
+    """The method to apply: the skill card and the plan's reasons, or without long-term memory the reasons alone."""
+    if ctx.long_term_memory():
+        return render_card(default_library().get(plan["skill_id"]), full=True) + _plan_text(plan)
+    return plan["title"] + _plan_text(plan)
 
 
 def _plan_text(plan: Plan) -> str:

@@ -21,16 +21,26 @@ the top-ranked skill is the plan.
 Sort key: ``(preferred group, -(similarity + prior_weight * (win_rate - 0.5)), skill id)`` (see
 ``skills_kb/ranking.py``). A skill whose round did not improve the best on this task (it failed, was
 slower, or was correct without GPU timings to show a gain) is never chosen again; the trace says which.
+
+The memory switch (``Context.memory``) changes what this node reads, not where the graph goes:
+
+- without long-term memory (``no-long-term``, ``none``) there is no policy decision, no card, no
+  similarity and no prior: offline, the plan is a uniform draw over the transforms that apply to the
+  parent (``engine.transforms.TRANSFORMS``), seeded by the run seed and the round; with a model, the
+  planner's model names a method of its own (``nodes/model/planner_model.method_plan``);
+- without short-term memory (``no-short-term``, ``none``) the tried plans are not read
+  (``graph.memory.recall``), so a plan that already failed can be chosen again.
 """
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from langgraph.runtime import Runtime
 
 from kernelskill.graph.context import Context
-from kernelskill.graph.memory import tried_plans
+from kernelskill.graph.memory import recall, tried_plans
 from kernelskill.graph.modes import on_cuda
 from kernelskill.graph.search import parent_of
 from kernelskill.graph.state import Plan, State
@@ -44,7 +54,7 @@ from kernelskill.skills_kb.situation import describe_situation
 
 from .model.candidates import run_dir
 from .model.llm import role_has_model
-from .model.planner_model import model_plan
+from .model.planner_model import method_plan, model_plan
 
 SHOWN = 5  # ranked skills named in the plan's trace
 # Skills whose method the CPU interpreter cannot run or measure: not offered there.
@@ -52,6 +62,7 @@ NEEDS_GPU = {
     "autotune-configs": "several @triton.autotune configs need a GPU to time",
     "cuda-graphs": "CUDA graph capture needs CUDA",
 }
+NO_LONG_TERM = "no long-term memory: no policy decision, skill cards or priors"
 
 
 def _why(top: Ranked) -> str:
@@ -62,6 +73,9 @@ def _why(top: Ranked) -> str:
 def planner(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Node: choose this round's plan, or None when nothing applicable is left."""
     ctx = runtime.context or Context()
+    state = recall(state, ctx)  # without short-term memory: no trajectory, no tried plans
+    if not ctx.long_term_memory():
+        return _plan_without_skills(state, ctx)
     features = state.get("features", {}) or {}
     metrics = parent_of(state)["review"].get("metrics", {}) or {}
     decision = decide(features, metrics)
@@ -110,9 +124,66 @@ def planner(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
 
 def _used_transforms(state: State) -> set[str]:
-    lib = default_library()
-    used = {lib.get(e["skill_id"]).transform for e in state.get("trajectory", []) if e.get("skill_id")}
-    return {t for t in used if t}
+    """The transforms of the rounds so far (a round planned before plans named theirs: its card's)."""
+    cards = default_library().cards
+    used = set()
+    for e in state.get("trajectory", []):
+        transform = (e.get("plan") or {}).get("transform")
+        if not transform and e.get("skill_id") in cards:
+            transform = cards[e["skill_id"] or ""].transform
+        if transform:
+            used.add(transform)
+    return used
+
+
+def _plan_without_skills(state: State, ctx: Context) -> dict[str, Any]:
+    """Without long-term memory: offline, a seeded draw over the applicable transforms; else the model's own method."""
+    trace = [NO_LONG_TERM]
+    if state.get("search_note"):
+        trace.append(f"search: {state['search_note']}")
+    failed = set(state.get("failed_plans", []))
+    if failed:
+        trace.append("already tried on this task, not planned again: " + ", ".join(sorted(failed)))
+    if state.get("engine") == "offline":
+        return _drawn_transform(state, ctx, failed, trace)
+    plan, tokens, why = method_plan(state, ctx, failed, trace)
+    update: dict[str, Any] = {"decision": {}, "plan": plan, "tokens": tokens}
+    if plan is None:
+        update["stop_reason"] = why
+    return update
+
+
+def _drawn_transform(state: State, ctx: Context, failed: set[str], trace: list[str]) -> dict[str, Any]:
+    """Offline without long-term memory: one transform drawn uniformly among those that apply to the parent."""
+    from kernelskill.engine.transforms import TRANSFORMS, applicable
+
+    source = parent_of(state)["candidate"]["source"]
+    used = _used_transforms(state) | failed
+    usable, skipped = [], []
+    for transform in TRANSFORMS:
+        why = "already tried on this task" if transform in used else applicable(transform, source)
+        if why:
+            skipped.append(f"{transform} ({why})")
+        else:
+            usable.append(transform)
+    if skipped:
+        trace.append("offline: not applicable: " + "; ".join(skipped))
+    if not usable:
+        return {
+            "decision": {},
+            "plan": None,
+            "stop_reason": "offline, no long-term memory: no transform left to apply: " + "; ".join(skipped),
+        }
+    rnd = state.get("round", 0) + 1
+    seed = (state.get("search") or {}).get("seed", ctx.seed)
+    pick = random.Random(f"{seed}-{rnd}-transform").choice(usable)
+    why = (
+        f"offline, no long-term memory: uniform draw over the {len(usable)} applicable transform(s) "
+        f"({', '.join(usable)}), seeded by the run seed {seed} and round {rnd}"
+    )
+    trace.append(why)
+    plan = Plan(skill_id=pick, title=f"transform {pick}", reason=why, trace=trace, source="draw", transform=pick)
+    return {"decision": {}, "plan": plan}
 
 
 def _offline_plan(
@@ -173,5 +244,6 @@ def _offline_plan(
         reason=f"bottleneck {decision.bottleneck} (rule {decision.rule}); {why}; transform {usable[skill_id]}",
         trace=trace,
         source="policy",
+        transform=usable[skill_id],
     )
     return {"decision": decision.to_dict(), "plan": plan}

@@ -13,7 +13,9 @@ whose main work is PyTorch or a library call (cuBLAS / cuDNN), whatever their ti
 A seed round that ends with no correct candidate reviews one last resort, the reference's own ops
 (:func:`reference_fallback`), so a run never ends without an answer when one exists. A
 ``harness_error`` (the reviewer's own failure, already retried once in low-memory mode) is not
-the candidate's: it goes to no repair and into no skill's priors.
+the candidate's: it goes to no repair and into no skill's priors. Without long-term memory
+(``Context.memory``) no round is written to the priors store; the trajectory is always recorded
+(the report and the routers read it; without short-term memory the other nodes do not).
 """
 
 from __future__ import annotations
@@ -193,12 +195,14 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         if cand.get("verdict", {}).get("root_cause"):
             entry["diagnosis"] = cand["verdict"]["root_cause"]
         if plan:
-            entry["plan"] = {k: plan[k] for k in ("source", "rationale", "expected_effect", "code_region") if k in plan}
+            fields = ("source", "rationale", "expected_effect", "code_region", "transform")
+            entry["plan"] = {k: plan[k] for k in fields if k in plan}
         update["trajectory"] = [entry]
         if skill and not improved:
             update["failed_plans"] = [skill]
-        if skill and review["status"] != "harness_error":  # long-term memory: the round's outcome feeds the
-            # skill priors (never raises); a round the reviewer itself could not judge says nothing of the skill
+        if skill and review["status"] != "harness_error" and ctx.long_term_memory():  # long-term memory: the
+            # round's outcome feeds the skill priors (never raises); a round the reviewer itself could not judge
+            # says nothing of the skill; without long-term memory the store is neither read nor written
             from kernelskill.skills_kb.outcomes import record_round
 
             record_round(run_dir(ctx), state, review, improved)

@@ -4,6 +4,9 @@ Used only when the planner itself has a model (see :func:`kernelskill.nodes.mode
 A verdict naming a skill the policy does not allow (forbidden, excluded, already failed, unknown)
 is rejected and asked again once with the reason; a second rejection falls back to the policy's
 first allowed skill. Every step is written into the plan's trace.
+
+Without long-term memory (``Context.memory``), :func:`method_plan` asks the planner's model (its own
+or the shared one) to name a method of its own: no allowed list, no policy decision, no card.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from kernelskill.skills_kb.ranking import Ranked
 
 from .llm import ask_verdict, call_index
 from .prompting import render
-from .verdicts import PlannerVerdict, planner_from_text
+from .verdicts import MethodVerdict, PlannerVerdict, method_from_text, method_name, planner_from_text
 
 
 def rejection(skill_id: str, decision: Decision, allowed: list[str], failed: set[str]) -> str:
@@ -39,13 +42,15 @@ def rejection(skill_id: str, decision: Decision, allowed: list[str], failed: set
     return f"skill {skill_id!r} is not in the allowed list"
 
 
+def _timing(review: dict[str, Any]) -> str:
+    if review.get("timing_kind") == "cuda_events":
+        return f"{review['runtime_ms']:.4f} ms on GPU"
+    return "CPU interpreter run: correctness only"
+
+
 def _prompt(state: State, decision: Decision, ranked: list[Ranked], correction: str) -> tuple[str, str]:
     best = parent_of(state)
-    review = best["review"]
-    if review.get("timing_kind") == "cuda_events":
-        timing = f"{review['runtime_ms']:.4f} ms on GPU"
-    else:
-        timing = "CPU interpreter run: correctness only"
+    timing = _timing(dict(best["review"]))
     lib = default_library()
     allowed = "\n".join(f"- {r.skill_id}: {lib.get(r.skill_id).title} [{r.describe()}]" for r in ranked)
     return render(
@@ -101,3 +106,71 @@ def model_plan(
         correction = f"\nYour previous answer was rejected: {why}. Choose exactly one of: {', '.join(allowed)}."
     trace.append(f"model plans rejected twice; using the policy's first allowed skill {fallback['skill_id']}")
     return Plan(**{**fallback, "trace": trace, "source": "policy (model plan rejected)"}), tokens
+
+
+def _method_prompt(state: State, correction: str) -> tuple[str, str]:
+    best = parent_of(state)
+    return render(
+        "planner_without_skills",
+        task_name=state["task"]["name"],
+        round=state.get("round", 0) + 1,
+        candidate_id=best["candidate"]["id"],
+        candidate=best["candidate"]["source"],
+        timing=_timing(dict(best["review"])),
+        features=json.dumps(state.get("features", {}), sort_keys=True),
+        history=trajectory_summary(state),
+        correction=correction,
+    )
+
+
+def _method_rejection(name: str, failed: set[str]) -> tuple[str, str]:
+    """Why a named method cannot be this round's plan, and what to ask for instead (both "" when it can)."""
+    if not name:
+        return "the reply names no method", "Name exactly one method in skill_id."
+    if name in failed:
+        return (
+            f"method {name!r} was already tried on this task without improving the best",
+            f"Name a method other than {', '.join(sorted(failed))}.",
+        )
+    return "", ""
+
+
+def method_plan(
+    state: State, ctx: Context, failed: set[str], trace: list[str]
+) -> tuple[Plan | None, list[dict[str, Any]], str]:
+    """Without long-term memory: the method the planner's model names, the calls' token records, and why none.
+
+    A reply that names no method, or one in ``failed`` (the plans already tried, empty without
+    short-term memory), is asked again once with the reason; a second such reply gives no plan.
+    """
+    trace = list(trace)
+    tokens: list[dict[str, Any]] = []
+    correction = why = ""
+    for attempt in (1, 2):
+        system, user = _method_prompt(state, correction)
+        index = call_index(state, "planner") + len(tokens)
+        verdict, text, usage = ask_verdict(ctx, "planner", system, user, MethodVerdict, index)
+        tokens.append(usage)
+        if isinstance(verdict, PlannerVerdict):
+            verdict.skill_id = method_name(verdict.skill_id)
+        else:
+            verdict = method_from_text(text)
+        name = verdict.skill_id if verdict else ""
+        why, again = _method_rejection(name, failed)
+        if verdict is not None and not why:
+            trace.append(f"model plan (attempt {attempt}): {name}: {verdict.rationale}")
+            rationale = verdict.rationale or "(no rationale)"
+            plan = Plan(
+                skill_id=name,
+                title=name,
+                reason=f"named by the planner's model (no skills knowledge base): {rationale}",
+                trace=trace,
+                source="model",
+                rationale=verdict.rationale,
+                expected_effect=verdict.expected_effect,
+                code_region=verdict.code_region,
+            )
+            return plan, tokens, ""
+        trace.append(f"model plan rejected (attempt {attempt}): {why}")
+        correction = f"\nYour previous answer was rejected: {why}. {again}"
+    return None, tokens, f"the planner's model named no method to apply (no long-term memory): {why}"

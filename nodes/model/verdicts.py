@@ -51,6 +51,13 @@ class PlannerVerdict(BaseModel):
     code_region: str = Field(default="", description="The kernel or code region to change.")
 
 
+class MethodVerdict(PlannerVerdict):
+    """The planner's choice without the skills knowledge base: one method it names itself."""
+
+    skill_id: str = Field(description="A short name for ONE optimization method: lower-case words joined by hyphens.")
+    rationale: str = Field(default="", description="Why this method, from the code, the signals and the history.")
+
+
 # The labels (and JSON keys) each field is known by, compared lower-case with "_" and "-" as spaces.
 _DIAGNOSER_LABELS: dict[str, tuple[str, ...]] = {
     "root_cause": ("root cause", "cause", "diagnosis", "problem"),
@@ -130,6 +137,34 @@ def planner_from_text(text: str) -> PlannerVerdict | None:
     if not skill_id:
         return None
     return PlannerVerdict(**{**fields, "skill_id": skill_id})
+
+
+def method_from_text(text: str) -> MethodVerdict | None:
+    """Parses a plain planner reply that names its own method (no skills knowledge base).
+
+    As :func:`planner_from_text`, but the whole name is kept (:func:`method_name`), not its first word.
+
+    Args:
+        text: The reply: a JSON object, labelled lines, or prose naming a backticked method.
+
+    Returns:
+        The verdict, or None when the reply names no method.
+    """
+    fields = _json_fields(text, _PLANNER_LABELS, "skill_id") or _labelled_fields(text, _PLANNER_LABELS)
+    name = method_name(fields.get("skill_id", ""))
+    if not name:
+        chosen = _CHOSEN.search(_prose(text))
+        name = method_name(chosen.group(1)) if chosen else ""
+    if not name:
+        return None
+    return MethodVerdict(**{**fields, "skill_id": name})
+
+
+def method_name(value: str) -> str:
+    """A method's name as an id: its backticked text, else the whole value, as lower-case words joined by hyphens."""
+    ticked = re.search(r"`\s*([^`]+?)\s*`", value)
+    words = re.findall(r"[a-z0-9]+", _clean(ticked.group(1) if ticked else value).lower())
+    return "-".join(words)[:60].strip("-")
 
 
 # --- JSON objects ---------------------------------------------------------------------------------
