@@ -1,4 +1,9 @@
-"""Compare two eval runs: per-task status and speedup changes, and the deltas of the aggregates."""
+"""Compare two eval runs: per-task status and speedup changes, and the deltas of the aggregates.
+
+Two runs under different precision or kernel-origin policies are not compared (their speedups are
+not comparable). Runs under different memory settings are: that is a memory ablation, and the
+comparison shows each run's setting side by side with its success, speedups and speedup per round.
+"""
 
 from __future__ import annotations
 
@@ -18,12 +23,18 @@ AGGREGATES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("speedup_vs_eager_arith", ("speedup_vs_eager", "arith_mean")),
     ("speedup_vs_eager_geo", ("speedup_vs_eager", "geo_mean")),
     ("speedup_vs_compile_geo", ("speedup_vs_compile", "geo_mean")),
+    ("speedup_per_round_arith", ("speedup_per_round", "arith_mean")),
+    ("speedup_per_round_geo", ("speedup_per_round", "geo_mean")),
     ("sol_pct_median", ("sol_pct_median",)),
     ("input_tokens", ("input_tokens",)),
     ("output_tokens", ("output_tokens",)),
     ("cost_usd", ("cost_usd",)),
     ("wall_s_mean", ("wall_s_mean",)),
 )
+
+
+# Run settings shown side by side (they may differ: e.g. a memory ablation), with the value of a summary without one.
+SETTINGS = {"memory": "full", "mode": None, "max_rounds": None}
 
 
 def _get(block: dict[str, Any], path: tuple[str, ...]) -> Any:
@@ -60,6 +71,8 @@ def compare_summaries(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
                 "speedup_a": sa,
                 "speedup_b": sb,
                 "ratio": sb / sa if sa and sb else None,
+                "rounds_a": ra["rounds"] if ra else None,
+                "rounds_b": rb["rounds"] if rb else None,
                 "status_changed": (ra or {}).get("status") != (rb or {}).get("status"),
             }
         )
@@ -68,7 +81,15 @@ def compare_summaries(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         va, vb = _get(a["overall"], path), _get(b["overall"], path)
         numeric = isinstance(va, int | float) and isinstance(vb, int | float)
         deltas[name] = {"a": va, "b": vb, "delta": vb - va if numeric else None}
-    return {"a": a["eval_dir"], "b": b["eval_dir"], "policy": pa, "tasks": tasks, "deltas": deltas}
+    settings = {key: {"a": a.get(key, default), "b": b.get(key, default)} for key, default in SETTINGS.items()}
+    return {
+        "a": a["eval_dir"],
+        "b": b["eval_dir"],
+        "policy": pa,
+        "settings": settings,
+        "tasks": tasks,
+        "deltas": deltas,
+    }
 
 
 def _policy(policy: dict[str, str]) -> str:
@@ -82,8 +103,12 @@ def compare_markdown(cmp: dict[str, Any]) -> str:
         "",
         f"Both under: {_policy(cmp.get('policy') or {})}.",
         "",
-        "| task | status A | status B | speedup A | speedup B | B / A |",
-        "|---|---|---|---|---|---|",
+        "| setting | A | B |",
+        "|---|---|---|",
+        *(f"| {key} | {fmt(v['a'])} | {fmt(v['b'])} |" for key, v in (cmp.get("settings") or {}).items()),
+        "",
+        "| task | status A | status B | speedup A | speedup B | B / A | rounds A | rounds B |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for t in cmp["tasks"]:
         status_b = t["status_b"] or "-"
@@ -91,7 +116,7 @@ def compare_markdown(cmp: dict[str, Any]) -> str:
             status_b = f"**{status_b}**"
         lines.append(
             f"| {t['key']} | {t['status_a'] or '-'} | {status_b} | {fmt(t['speedup_a'])} | "
-            f"{fmt(t['speedup_b'])} | {fmt(t['ratio'])} |"
+            f"{fmt(t['speedup_b'])} | {fmt(t['ratio'])} | {fmt(t['rounds_a'])} | {fmt(t['rounds_b'])} |"
         )
     changed = sum(1 for t in cmp["tasks"] if t["status_changed"])
     lines += [

@@ -17,6 +17,9 @@ produced a report, timed out, or failed with an error):
 - **speedup after round r**: per task, the speedup of the best candidate after round r (the last
   GPU-timed trajectory entry marked ``improved`` at or before r, carried forward once the task has
   stopped); averaged over the successful tasks that have a GPU-timed best by round r.
+- **speedup per round** (the efficiency figure of memory-ablation studies): per task, the final
+  speedup vs eager divided by the rounds the task used (its trajectory entries, the seed round
+  included, so at least 1); arithmetic and geometric mean over the same tasks as the mean speedups.
 - **tokens** and **cost**: summed over the tasks' reports; cost needs a price per 1M input and
   output tokens, otherwise it is None ("unknown").
 """
@@ -91,6 +94,7 @@ def task_row(spec: TaskSpec, run_dir: Path) -> dict[str, Any]:
         "speedup_vs_eager": None,
         "speedup_vs_compile": None,
         "speedup_vs_compile_tf32": None,
+        "speedup_per_round": None,
         "sol_pct": None,
         "rounds": 0,
         "curve": [],
@@ -114,6 +118,7 @@ def task_row(spec: TaskSpec, run_dir: Path) -> dict[str, Any]:
         total = (report.get("tokens") or {}).get("total") or {}
         trajectory = report.get("trajectory") or []
         metrics = review.get("metrics") or {}
+        speedup = gpu_value(review, "speedup_vs_eager")
         row.update(
             status=status,
             correct=correct,
@@ -122,11 +127,12 @@ def task_row(spec: TaskSpec, run_dir: Path) -> dict[str, Any]:
             timing_kind=review.get("timing_kind"),
             runtime_ms=review.get("runtime_ms"),
             eager_ms=review.get("eager_ms"),
-            speedup_vs_eager=gpu_value(review, "speedup_vs_eager"),
+            speedup_vs_eager=speedup,
             speedup_vs_compile=gpu_value(review, "speedup_vs_compile"),
             speedup_vs_compile_tf32=gpu_value(review, "speedup_vs_compile_tf32"),
             sol_pct=metrics.get("sol_pct") if review.get("timing_kind") == GPU_TIMING else None,
             rounds=len(trajectory),
+            speedup_per_round=speedup / len(trajectory) if speedup is not None and trajectory else None,
             curve=round_curve(trajectory),
             stop_reason=report.get("stop_reason"),
             input_tokens=int(total.get("input_tokens", 0)),
@@ -237,6 +243,7 @@ def summarize(
         "speedup_vs_compile_tf32": means(
             r["speedup_vs_compile_tf32"] for r in timed if r.get("speedup_vs_compile_tf32")
         ),
+        "speedup_per_round": means(r["speedup_per_round"] for r in timed if r.get("speedup_per_round")),
         "kernels": kernels,
         "sol_pct_median": statistics.median(sol) if sol else None,
         "sol_pct_n": len(sol),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kernelskill.graph.context import ROLES, policy_line
+from kernelskill.graph.context import ROLES, memory_line, policy_line
 
 from .metrics import summarize, task_row
 from .suite import EVAL_META, read_meta, specs_from_meta, write_json
@@ -15,6 +15,8 @@ METRIC_DEFINITIONS = (
     "correct (any) also counts candidates whose main work is done by PyTorch or a library; "
     "fast_p = fraction of finished tasks that are a success with a GPU-timed speedup vs eager > p; "
     "speedups use CUDA-event timings only, over GPU-timed successes; "
+    "speedup per round = a task's final speedup vs eager divided by the rounds it used (the seed round included), "
+    "averaged over the same tasks; "
     "speed-of-light = achieved share of the hardware roofline (median)."
 )
 
@@ -54,6 +56,7 @@ def build_summary(out: Path, price_in: float | None = None, price_out: float | N
         "tasks_dir": meta.get("tasks_dir"),
         "mode": _mode(meta.get("context") or {}),
         "policy": policy,
+        "memory": memory_of(meta.get("context") or {}),
         "max_rounds": (meta.get("context") or {}).get("max_rounds"),
         "device": (meta.get("context") or {}).get("device"),
         "task_timeout_s": meta.get("task_timeout_s"),
@@ -77,6 +80,11 @@ def policy_of(ctx: dict[str, Any]) -> dict[str, str]:
     fp32 baselines) and the ``custom`` kernel rule.
     """
     return {"precision": ctx.get("precision", "unstated"), "kernels": ctx.get("kernels", "custom")}
+
+
+def memory_of(ctx: dict[str, Any]) -> str:
+    """The memory setting of a run's context (``full`` for runs made before the setting existed)."""
+    return str(ctx.get("memory", "full"))
 
 
 def _mode(ctx: dict[str, Any]) -> str:
@@ -147,6 +155,7 @@ def _metric_lines(m: dict[str, Any]) -> list[tuple[str, str]]:
         ("speedup vs eager, arith / geo mean", _speedup(m, "speedup_vs_eager")),
         ("speedup vs torch.compile, arith / geo mean", _speedup(m, "speedup_vs_compile")),
         ("vs torch.compile with TF32 matmuls (context)", _speedup(m, "speedup_vs_compile_tf32")),
+        ("speedup per round (final / rounds used), arith / geo mean", _speedup(m, "speedup_per_round")),
         ("median % of speed-of-light", sol),
         ("tokens in / out", f"{m['input_tokens']} / {m['output_tokens']}"),
         ("estimated cost", cost),
@@ -191,6 +200,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         f"per-task limit {fmt(summary['task_timeout_s'], 0)} s; eval wall time {summary['elapsed_s'] / 60:.1f} min "
         "(all launches)",
         f"- policies: {policy_line(summary['policy'])}",
+        f"- memory: {memory_line(summary.get('memory', 'full'))}",
     ]
     if summary.get("workers"):
         lines.append(f"- workers: {summary['workers']}")
@@ -218,6 +228,13 @@ def summary_markdown(summary: dict[str, Any]) -> str:
             lines.append(f"| {p['round']} | {p['tasks']} | {fmt(p['arith_mean'])} | {fmt(p['geo_mean'])} |")
     else:
         lines.append("No GPU-timed successful task: no per-round speedups.")
+    efficiency = overall.get("speedup_per_round") or {"n": 0}
+    if efficiency["n"]:
+        lines += [
+            "",
+            f"Speedup per round (final speedup vs eager / rounds used, the seed round included; {efficiency['n']} "
+            f"task(s)): arith mean {efficiency['arith_mean']:.3f}, geo mean {efficiency['geo_mean']:.3f}.",
+        ]
     if summary.get("plots"):
         lines += ["", "## Plots", ""]
         lines += [f"![{Path(p).stem}]({p})" for p in summary["plots"]]
