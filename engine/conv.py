@@ -27,6 +27,7 @@ fp16 / bf16 inputs multiply in their own type. Accumulation is always fp32.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -48,6 +49,15 @@ def _round_tf32(x):
 
 
 @triton.jit
+def _first_tap(p, P, S, Dil, K: tl.constexpr):
+    """The first tap ``k < K`` that reaches output phase ``p`` of a transposed convolution (K when none does)."""
+    first = K
+    for k in tl.static_range(K):
+        first = tl.where(((p + P - k * Dil) % S == 0) & (first == K), k, first)
+    return first
+
+
+@triton.jit
 def ks_conv_fwd(
     X, Wp, Bias, Out,
     N, C, D, H, W,  # input batch, channels of a group, spatial size
@@ -56,15 +66,26 @@ def ks_conv_fwd(
     sxn, sxc, sxd, sxh, sxw,
     son, soc, sod, soh, sow,
     SD, SH, SW, PD, PH, PW, DD, DH, DW,  # stride, padding, dilation
+    TD, TH, TW,  # transposed: step between the taps that reach one phase (S / gcd(S, Dil))
     KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
-    TRANSPOSED: tl.constexpr, HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr,
-    PRECISION: tl.constexpr, ROUND_TF32: tl.constexpr,
+    TRANSPOSED: tl.constexpr, FLAT_K: tl.constexpr, HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr,
+    PRECISION: tl.constexpr, CONTIG_OUT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
-    """One (output positions x output channels) tile of one group and, when transposed, one phase."""
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    pid_gp = tl.program_id(2)
+    """One (output positions x output channels) tile of one group and, when transposed, one phase.
+
+    ``acc[position, channel] = sum_k input[position, k] * weight[channel, k]``. Both operands are read
+    along ``k``, their contiguous side (the input channels-last, the weight packed by
+    :func:`pack_weight`), as the tensor cores take them. ``k`` runs over (tap, channel slice) in one loop,
+    which Triton pipelines; with ``FLAT_K`` (few channels per group) over the flattened (tap, channel)
+    index. ``CONTIG_OUT``: each sample's output positions are contiguous and a multiple of ``BLOCK_M``
+    (a forward convolution into a contiguous output), so the store is coalesced along positions.
+    """
+    pid = tl.program_id(0)
+    pid_gp = tl.program_id(1)
+    n_tiles = tl.cdiv(OC, BLOCK_N)
+    pid_n = pid % n_tiles  # consecutive programs share one tile of positions
+    pid_m = pid // n_tiles
     phases = SD * SH * SW if TRANSPOSED else 1
     g = pid_gp // phases
     phase = pid_gp % phases
@@ -72,72 +93,167 @@ def ks_conv_fwd(
     phase_h = (phase // SW) % SH
     phase_w = phase % SW
 
-    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    qw = rows % QW
-    qh = (rows // QW) % QH
-    qd = (rows // (QW * QH)) % QD
-    n = rows // (QW * QH * QD)
+    pos = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    qw = pos % QW
+    qh = (pos // QW) % QH
+    qd = (pos // (QW * QH)) % QD
+    n = pos // (QW * QH * QD)
     if TRANSPOSED:
         od = phase_d + SD * qd
         oh = phase_h + SH * qh
         ow = phase_w + SW * qw
     else:
         od, oh, ow = qd, qh, qw
-    row_ok = (n < N) & (od < OD) & (oh < OH) & (ow < OW)
-    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    col_ok = cols < OC
+    pos_ok = (n < N) & (od < OD) & (oh < OH) & (ow < OW)
+    oc = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    oc_ok = oc < OC
     ks = tl.arange(0, BLOCK_K)
-    x_rows = X + n.to(tl.int64) * sxn + (g * C).to(tl.int64) * sxc
-    w_group = Wp + g.to(tl.int64) * (KD * KH * KW * C * OC)
+    x_pos = X + n.to(tl.int64) * sxn + (g * C).to(tl.int64) * sxc
+    w_group = Wp + g.to(tl.int64) * (KD * KH * KW * OC * C)
+    w_rows = w_group + oc[:, None] * C  # packed weight: (group, tap, out channel, in channel)
+
+    if TRANSPOSED:  # the taps reaching this phase: k0, k0 + T, ... in each dimension
+        k0d = _first_tap(phase_d, PD, SD, DD, KD)
+        k0h = _first_tap(phase_h, PH, SH, DH, KH)
+        k0w = _first_tap(phase_w, PW, SW, DW, KW)
+        nkd = (KD - k0d + TD - 1) // TD
+        nkh = (KH - k0h + TH - 1) // TH
+        nkw = (KW - k0w + TW - 1) // TW
+    else:
+        k0d, k0h, k0w = 0, 0, 0
+        nkd, nkh, nkw = KD, KH, KW
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for tap in range(0, KD * KH * KW):
-        kd = tap // (KH * KW)
-        kh = (tap // KW) % KH
-        kw = tap % KW
-        if TRANSPOSED:  # output o = i * S - P + k * Dil: this phase's rows see tap k iff S divides (o + P - k * Dil)
-            td = phase_d + PD - kd * DD
-            th = phase_h + PH - kh * DH
-            tw = phase_w + PW - kw * DW
-            reaches = (td % SD == 0) & (th % SH == 0) & (tw % SW == 0)
-            idd = td // SD + qd
-            ih = th // SH + qh
-            iw = tw // SW + qw
-        else:
-            reaches = True
-            idd = od * SD - PD + kd * DD
-            ih = oh * SH - PH + kh * DH
-            iw = ow * SW - PW + kw * DW
-        if reaches:
-            in_ok = row_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-            x_tap = x_rows + idd.to(tl.int64) * sxd + ih.to(tl.int64) * sxh + iw.to(tl.int64) * sxw
-            w_tap = w_group + tap * (C * OC)
-            for c0 in range(0, C, BLOCK_K):
-                k_ok = (c0 + ks) < C
-                a = tl.load(
-                    x_tap[:, None] + (c0 + ks)[None, :].to(tl.int64) * sxc,
-                    mask=in_ok[:, None] & k_ok[None, :],
-                    other=0.0,
-                )
-                b = tl.load(
-                    w_tap + (c0 + ks)[:, None] * OC + cols[None, :], mask=k_ok[:, None] & col_ok[None, :], other=0.0
-                )
-                if ROUND_TF32:
-                    a = _round_tf32(a)
-                    b = _round_tf32(b)
-                acc += tl.dot(a, b, input_precision=PRECISION)
+    if FLAT_K:  # k = tap * C + channel, sliced across taps
+        for k0 in range(0, KD * KH * KW * C, BLOCK_K):
+            k = k0 + ks
+            k_ok = k < KD * KH * KW * C
+            c = k % C
+            tap = k // C
+            kd = tap // (KH * KW)
+            kh = (tap // KW) % KH
+            kw = tap % KW
+            idd = od[:, None] * SD - PD + (kd * DD)[None, :]
+            ih = oh[:, None] * SH - PH + (kh * DH)[None, :]
+            iw = ow[:, None] * SW - PW + (kw * DW)[None, :]
+            ok = pos_ok[:, None] & k_ok[None, :] & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            off = c[None, :].to(tl.int64) * sxc + idd * sxd + ih * sxh + iw * sxw
+            a = tl.load(x_pos[:, None] + off, mask=ok, other=0.0)
+            b = tl.load(
+                w_group + oc[:, None] * C + (tap * OC * C + c)[None, :], mask=oc_ok[:, None] & k_ok[None, :], other=0.0
+            )
+            acc += tl.dot(a, tl.trans(b), input_precision=PRECISION)
+    else:
+        c_slices = tl.cdiv(C, BLOCK_K)
+        for it in range(0, nkd * nkh * nkw * c_slices):
+            t = it // c_slices
+            c0 = (it % c_slices) * BLOCK_K
+            jd = t // (nkh * nkw)
+            jh = (t // nkw) % nkh
+            jw = t % nkw
+            if TRANSPOSED:  # output o = i * S - P + k * Dil, so i = q + (phase + P - k * Dil) / S, exactly
+                kd = k0d + jd * TD
+                kh = k0h + jh * TH
+                kw = k0w + jw * TW
+                idd = qd + (phase_d + PD - kd * DD) // SD
+                ih = qh + (phase_h + PH - kh * DH) // SH
+                iw = qw + (phase_w + PW - kw * DW) // SW
+            else:
+                kd, kh, kw = jd, jh, jw
+                idd = od * SD - PD + kd * DD
+                ih = oh * SH - PH + kh * DH
+                iw = ow * SW - PW + kw * DW
+            in_ok = pos_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            k_ok = (c0 + ks) < C
+            a = tl.load(
+                x_pos[:, None] + (idd * sxd + ih * sxh + iw * sxw)[:, None] + (c0 + ks)[None, :].to(tl.int64) * sxc,
+                mask=in_ok[:, None] & k_ok[None, :],
+                other=0.0,
+            )
+            tap = (kd * KH + kh) * KW + kw
+            b = tl.load(w_rows + tap * (OC * C) + (c0 + ks)[None, :], mask=oc_ok[:, None] & k_ok[None, :], other=0.0)
+            acc += tl.dot(a, tl.trans(b), input_precision=PRECISION)
 
+    chan = (g * OC + oc)[None, :]  # the epilogue's per-channel operands are indexed by it
+    chan_ok = oc_ok[None, :]
     if HAS_BIAS:
-        acc += tl.load(Bias + g * OC + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+        acc += tl.load(Bias + chan, mask=chan_ok, other=0.0).to(tl.float32)
     if ACTIVATION == 1:
         acc = tl.maximum(acc, 0.0)
-    out = (
-        Out
-        + n.to(tl.int64)[:, None] * son
-        + (g * OC + cols).to(tl.int64)[None, :] * soc
-        + (od.to(tl.int64) * sod + oh.to(tl.int64) * soh + ow.to(tl.int64) * sow)[:, None]
-    )
-    tl.store(out, acc.to(Out.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
+    if CONTIG_OUT:  # within a tile, one sample and consecutive positions
+        n0 = (pid_m * BLOCK_M) // (OD * OH * OW)
+        first = pid_m * BLOCK_M - n0 * (OD * OH * OW)
+        spatial = tl.max_contiguous(tl.multiple_of(first + tl.arange(0, BLOCK_M), BLOCK_M), BLOCK_M)
+        out_rows = n0.to(tl.int64) * son + spatial
+    else:
+        out_rows = n.to(tl.int64) * son + od.to(tl.int64) * sod + oh.to(tl.int64) * soh + ow.to(tl.int64) * sow
+    out = Out + out_rows[:, None] + chan.to(tl.int64) * soc
+    tl.store(out, acc.to(Out.dtype.element_ty), mask=pos_ok[:, None] & chan_ok)
+
+
+@triton.jit
+def ks_to_channels_last(
+    X, Out, C, S, sxn, sxc, son, ROUND_TF32: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_S: tl.constexpr
+):
+    """``X`` (N, C, S) with S contiguous into ``Out`` (N, S, C) with C contiguous.
+
+    With ``ROUND_TF32``, each value is rounded to the nearest TF32 value: the ``tf32r`` products' operand
+    rounding, done once here instead of in every tile.
+    """
+    n = tl.program_id(2)
+    cs = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    ss = tl.program_id(0) * BLOCK_S + tl.arange(0, BLOCK_S)
+    ok = (cs[:, None] < C) & (ss[None, :] < S)
+    tile = tl.load(X + n.to(tl.int64) * sxn + cs[:, None].to(tl.int64) * sxc + ss[None, :], mask=ok, other=0.0)
+    if ROUND_TF32:
+        tile = _round_tf32(tile)
+    tl.store(Out + n.to(tl.int64) * son + ss[None, :].to(tl.int64) * C + cs[:, None], tile, mask=ok)
+
+
+@triton.jit
+def ks_conv_depthwise(
+    X, Wp, Bias, Out,
+    N, C, D, H, W,  # C: input channels (one per group)
+    OD, OH, OW, OC,  # OC: output channels of a group (the depth multiplier)
+    sxn, sxc, sxd, sxh, sxw,
+    son, soc, sod, soh, sow,
+    SD, SH, SW, PD, PH, PW, DD, DH, DW,
+    KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+    HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr, BLOCK: tl.constexpr,
+):  # fmt: skip
+    """A depthwise convolution (one input channel per group), ``BLOCK`` output positions of one plane per program.
+
+    A plane is one (sample, output channel). The products are fp32 multiply-adds: the convolution is
+    memory-bound, with no tensor-core tile to fill.
+    """
+    plane = tl.program_id(1)
+    n = plane // (C * OC)
+    oc_all = plane % (C * OC)
+    cin = oc_all // OC
+    pos = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ow = pos % OW
+    oh = (pos // OW) % OH
+    od = pos // (OW * OH)
+    pos_ok = od < OD
+    x_plane = X + n.to(tl.int64) * sxn + cin.to(tl.int64) * sxc
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for kd in tl.static_range(KD):
+        idd = od * SD - PD + kd * DD
+        for kh in tl.static_range(KH):
+            ih = oh * SH - PH + kh * DH
+            for kw in tl.static_range(KW):
+                iw = ow * SW - PW + kw * DW
+                ok = pos_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+                x = tl.load(x_plane + idd * sxd + ih * sxh + iw * sxw, mask=ok, other=0.0).to(tl.float32)
+                acc += x * tl.load(Wp + oc_all * (KD * KH * KW) + (kd * KH + kh) * KW + kw).to(tl.float32)
+    chan = oc_all + tl.zeros((BLOCK,), dtype=tl.int32)  # noqa: F841 - the epilogue's per-channel operands' index
+    chan_ok = pos_ok  # noqa: F841
+    if HAS_BIAS:
+        acc += tl.load(Bias + oc_all).to(tl.float32)
+    if ACTIVATION == 1:
+        acc = tl.maximum(acc, 0.0)
+    out = Out + n.to(tl.int64) * son + oc_all.to(tl.int64) * soc + od * sod + oh * soh + ow * sow
+    tl.store(out, acc.to(Out.dtype.element_ty), mask=pos_ok)
 
 
 def per_dim(value: int | Sequence[int], dims: int) -> list[int]:
@@ -153,20 +269,26 @@ def _triple(value: int | Sequence[int], dims: int, fill: int) -> tuple[int, int,
     return tuple([fill] * (3 - dims) + per_dim(value, dims))  # type: ignore[return-value]
 
 
-def pack_weight(weight: torch.Tensor, groups: int, transposed: bool) -> torch.Tensor:
-    """The weight as ``(groups, taps, in-channels of a group, out-channels of a group)``, contiguous.
+def pack_weight(weight: torch.Tensor, groups: int, transposed: bool, round_tf32: bool = False) -> torch.Tensor:
+    """The weight as ``(groups, taps, out-channels of a group, in-channels of a group)``, contiguous.
 
     ``weight`` is PyTorch's: ``(out, in / groups, *kernel)`` for a convolution, ``(in, out / groups,
-    *kernel)`` for a transposed one. Done once per weight (at a module's init), not per call.
+    *kernel)`` for a transposed one. ``round_tf32``: each value rounded to the nearest TF32 value (the
+    ``tf32r`` products), once here instead of in every tile. Done once per weight, not per tile.
     """
     dims = weight.dim() - 2
     w = weight.reshape(*weight.shape[:2], *([1] * (3 - dims)), *weight.shape[2:])  # (a, b, kd, kh, kw)
     a, b, kd, kh, kw = w.shape
-    if transposed:  # (groups * in_g, out_g, k...) -> (groups, k..., in_g, out_g)
-        w = w.reshape(groups, a // groups, b, kd, kh, kw).permute(0, 3, 4, 5, 1, 2)
-    else:  # (groups * out_g, in_g, k...) -> (groups, k..., in_g, out_g)
+    if transposed:  # (groups * in_g, out_g, k...) -> (groups, k..., out_g, in_g)
         w = w.reshape(groups, a // groups, b, kd, kh, kw).permute(0, 3, 4, 5, 2, 1)
-    return w.reshape(groups, kd * kh * kw, w.shape[-2], w.shape[-1]).contiguous()
+    else:  # (groups * out_g, in_g, k...) -> (groups, k..., out_g, in_g)
+        w = w.reshape(groups, a // groups, b, kd, kh, kw).permute(0, 3, 4, 5, 1, 2)
+    w = w.reshape(groups, kd * kh * kw, w.shape[-2], w.shape[-1]).contiguous()
+    if round_tf32 and w.dtype == torch.float32:
+        bits = w.view(torch.int32)
+        finite = (bits & 0x7F800000) != 0x7F800000
+        w = torch.where(finite, ((bits + 0x1000) & -0x2000).view(torch.float32), w)
+    return w
 
 
 def output_size(size: int, k: int, stride: int, pad: int, dil: int, transposed: bool, output_padding: int = 0) -> int:
@@ -176,15 +298,48 @@ def output_size(size: int, k: int, stride: int, pad: int, dil: int, transposed: 
     return (size + 2 * pad - dil * (k - 1) - 1) // stride + 1
 
 
-def launch_config(in_per_group: int, out_per_group: int) -> dict[str, int]:
-    """Tile sizes and warps (``tl.dot`` needs every tile side to be at least 16)."""
+def launch_config(in_per_group: int, out_per_group: int, taps: int = 1) -> dict[str, int]:
+    """Tile sizes, warps and stages for :func:`ks_conv_fwd` (``tl.dot`` needs every tile side to be at least 16).
+
+    ``BLOCK_M`` output positions by ``BLOCK_N`` output channels; the reduction in ``BLOCK_K`` slices of a
+    group's input channels (or, with ``FLAT_K``, of the flattened tap x channel index when a group has
+    fewer than 16 input channels).
+    """
+    flat = in_per_group < 16
+    block_n = max(16, min(128, triton.next_power_of_2(out_per_group)))
+    if flat:
+        block_k = max(16, min(32, triton.next_power_of_2(in_per_group * taps)))
+    else:
+        block_k = 32 if in_per_group % 32 == 0 else 16
     return {
-        "BLOCK_M": 64,
-        "BLOCK_N": max(16, min(64, triton.next_power_of_2(out_per_group))),
-        "BLOCK_K": max(16, min(32, triton.next_power_of_2(in_per_group))),
+        "BLOCK_M": 128,
+        "BLOCK_N": block_n,
+        "BLOCK_K": block_k,
+        "FLAT_K": flat,
         "num_warps": 4,
         "num_stages": 3,
     }
+
+
+def channels_last(x5: torch.Tensor, round_tf32: bool) -> torch.Tensor:
+    """``x5`` (N, C, D, H, W) with channels-last strides (a view of an (N, D, H, W, C) tensor).
+
+    Already channels-last and not to be rounded: ``x5`` itself. Otherwise one pass of
+    :func:`ks_to_channels_last` (rounding each value to TF32 when ``round_tf32``).
+    """
+    n, c, d, h, w = x5.shape
+    if not round_tf32 and x5.stride(1) == 1 and x5.permute(0, 2, 3, 4, 1).is_contiguous():
+        return x5
+    src = x5.contiguous().view(n, c, d * h * w)
+    out = torch.empty((n, d, h, w, c), dtype=x5.dtype, device=x5.device)
+    from torch.library import wrap_triton
+
+    grid = (triton.cdiv(d * h * w, 64), triton.cdiv(c, 32), n)
+    wrap_triton(ks_to_channels_last)[grid](
+        src, out, c, d * h * w, src.stride(0), src.stride(1), out.stride(0),
+        ROUND_TF32=round_tf32, BLOCK_C=32, BLOCK_S=64, num_warps=4,
+    )  # fmt: skip
+    return out.permute(0, 4, 1, 2, 3)
 
 
 def conv(
@@ -202,13 +357,17 @@ def conv(
     packed: torch.Tensor | None = None,
     epilogue: list[list[Any]] | None = None,
     vectors: Sequence[torch.Tensor] = (),
+    config: dict[str, int] | None = None,
 ) -> torch.Tensor:
-    """``F.conv{1,2,3}d`` / ``F.conv_transpose{1,2,3}d`` (then ``activation``) through :func:`ks_conv_fwd`.
+    """``F.conv{1,2,3}d`` / ``F.conv_transpose{1,2,3}d`` (then ``activation``) through our kernels.
 
     ``x`` is ``(batch, channels, *space)`` with 1 to 3 spatial dimensions and ``weight`` PyTorch's
-    layout (see :func:`pack_weight`; pass ``packed`` to reuse a packed weight). ``padding`` is numbers,
-    not ``"same"``. The output is contiguous in PyTorch's layout. ``epilogue``: element-wise steps after
-    the bias (:func:`epilogue_lines`), whose per-channel operands ``"E<i>"`` are ``vectors[i]``.
+    layout (see :func:`pack_weight`; pass ``packed``, made with ``round_tf32=precision == "tf32r"``, to
+    reuse a packed weight). ``padding`` is numbers, not ``"same"``. The output is contiguous in
+    PyTorch's layout. ``epilogue``: element-wise steps after the bias (:func:`epilogue_lines`), whose
+    per-channel operands ``"E<i>"`` are ``vectors[i]``. A depthwise convolution (one input channel per
+    group) runs :func:`ks_conv_depthwise`, every other one :func:`ks_conv_fwd` (``config``: its launch
+    parameters instead of :func:`launch_config`'s).
     """
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: one of {', '.join(PRECISIONS)}")
@@ -228,28 +387,45 @@ def conv(
     out_g = weight.shape[1] if transposed else weight.shape[0] // groups
     space = [output_size(x5.shape[2 + i], k[i], s[i], p[i], d[i], transposed, op[i]) for i in range(3)]
     out5 = torch.empty((n, out_g * groups, *space), dtype=x.dtype, device=x.device)
-    wp = packed if packed is not None else pack_weight(weight, groups, transposed)
-    q = [triton.cdiv(space[i], s[i]) if transposed else space[i] for i in range(3)]
-    phases = s[0] * s[1] * s[2] if transposed else 1
-    cfg = launch_config(c_g, out_g)
-    grid = (triton.cdiv(n * q[0] * q[1] * q[2], cfg["BLOCK_M"]), triton.cdiv(out_g, cfg["BLOCK_N"]), groups * phases)
     fp32 = x.dtype == torch.float32
+    depthwise = c_g == 1 and not transposed
+    rnd = fp32 and precision == "tf32r" and not depthwise
+    wp = packed if packed is not None else pack_weight(weight, groups, transposed, round_tf32=rnd)
+    if not depthwise:
+        x5 = channels_last(x5, rnd)
     from torch.library import wrap_triton  # eager: a plain launch; under torch.compile: a kernel node
 
-    kernel = epilogue_kernel(epilogue, len(vectors)) if epilogue else ks_conv_fwd
+    base = ks_conv_depthwise if depthwise else ks_conv_fwd
+    kernel = epilogue_kernel(epilogue, len(vectors), base) if epilogue else base
     flat = [a for v in vectors for a in (v.reshape(-1).contiguous(), v.numel())] if epilogue else []
-    wrap_triton(kernel)[grid](
+    common = (x5.stride(), out5.stride(), (*s, *p, *d))
+    if depthwise:  # fp32 multiply-adds: exact, whatever the precision policy
+        block = 256 if space[2] < 256 else 512
+        grid = (triton.cdiv(space[0] * space[1] * space[2], block), n * c * out_g)
+        wrap_triton(kernel)[grid](
+            x5, wp, bias if bias is not None else wp, out5, *flat,
+            n, c, *x5.shape[2:], *space, out_g, *common[0], *common[1], *common[2],
+            KD=k[0], KH=k[1], KW=k[2], HAS_BIAS=bias is not None, ACTIVATION=ACTIVATIONS[activation], BLOCK=block,
+            num_warps=4,
+        )  # fmt: skip
+        return out5.reshape(n, out_g * groups, *space[3 - dims :])
+    q = [triton.cdiv(space[i], s[i]) if transposed else space[i] for i in range(3)]
+    phases = s[0] * s[1] * s[2] if transposed else 1
+    steps = [s[i] // math.gcd(s[i], d[i]) for i in range(3)]
+    cfg = {**launch_config(c_g, out_g, k[0] * k[1] * k[2]), **(config or {})}
+    cfg["FLAT_K"] = bool(cfg["FLAT_K"]) and not transposed
+    tiles = triton.cdiv(n * q[0] * q[1] * q[2], cfg["BLOCK_M"]) * triton.cdiv(out_g, cfg["BLOCK_N"])
+    contig = not transposed and (space[0] * space[1] * space[2]) % cfg["BLOCK_M"] == 0
+    wrap_triton(kernel)[(tiles, groups * phases)](
         x5, wp, bias if bias is not None else wp, out5, *flat,
         n, c_g, *x5.shape[2:],
         *space, out_g,
         *q,
-        *x5.stride(),
-        *out5.stride(),
-        *s, *p, *d,
+        *common[0], *common[1], *common[2],
+        *steps,
         KD=k[0], KH=k[1], KW=k[2],
-        TRANSPOSED=transposed, HAS_BIAS=bias is not None, ACTIVATION=ACTIVATIONS[activation],
-        PRECISION=("tf32" if precision == "tf32r" else precision) if fp32 else "ieee",
-        ROUND_TF32=fp32 and precision == "tf32r",
+        TRANSPOSED=transposed, FLAT_K=cfg["FLAT_K"], HAS_BIAS=bias is not None, ACTIVATION=ACTIVATIONS[activation],
+        PRECISION=("tf32" if precision == "tf32r" else precision) if fp32 else "ieee", CONTIG_OUT=contig,
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )  # fmt: skip
@@ -394,10 +570,7 @@ def epilogue_lines(steps: list[list[Any]]) -> list[str]:
             (operand,) = args
             if isinstance(operand, str):  # E<i>: one value per output channel (or one for all)
                 v = f"v{operand[1:]}"
-                lines.append(
-                    f"{v} = tl.load({operand} + ((g * OC + cols) % {operand}_n), mask=col_ok, other=0.0)"
-                    ".to(tl.float32)[None, :]"
-                )
+                lines.append(f"{v} = tl.load({operand} + (chan % {operand}_n), mask=chan_ok, other=0.0).to(tl.float32)")
             else:
                 v = repr(float(operand))
             lines.append(f"acc = {BINARY[op].format(v=v)}")
@@ -409,12 +582,13 @@ def epilogue_lines(steps: list[list[Any]]) -> list[str]:
 _EPILOGUE_KERNELS: dict[str, Any] = {}
 
 
-def epilogue_kernel(steps: list[list[Any]], n_vectors: int) -> Any:
-    """:func:`ks_conv_fwd` with ``steps`` applied to the tile after the bias, as its own ``@triton.jit`` kernel.
+def epilogue_kernel(steps: list[list[Any]], n_vectors: int, base: Any = None) -> Any:
+    """``base`` with ``steps`` applied to the tile after the bias, as its own ``@triton.jit`` kernel.
 
-    The source is generated once per distinct epilogue and imported from a file (Triton and Inductor
-    read a kernel's source); per-channel operands are the extra pointer arguments ``E0``, ``E1``, ...
-    with their lengths ``E0_n``, ...
+    ``base``: :func:`ks_conv_fwd` (the default) or :func:`ks_conv_depthwise`. The source is generated
+    once per distinct (kernel, epilogue) and imported from a file (Triton and Inductor read a kernel's
+    source); per-channel operands are the extra pointer arguments ``E0``, ``E1``, ... with their lengths
+    ``E0_n``, ..., indexed by the kernel's ``chan`` (global output channel).
     """
     import hashlib
     import importlib.util
@@ -423,7 +597,9 @@ def epilogue_kernel(steps: list[list[Any]], n_vectors: int) -> Any:
     import tempfile
     from pathlib import Path
 
-    spec = json.dumps([steps, n_vectors])
+    base = base if base is not None else ks_conv_fwd
+    base_name = base.fn.__name__
+    spec = json.dumps([base_name, steps, n_vectors])
     key = hashlib.sha256(spec.encode()).hexdigest()[:16]
     if key in _EPILOGUE_KERNELS:
         return _EPILOGUE_KERNELS[key]
@@ -431,16 +607,16 @@ def epilogue_kernel(steps: list[list[Any]], n_vectors: int) -> Any:
     def undecorated(fn: Any) -> str:
         return "".join(line for line in inspect.getsource(fn).splitlines(keepends=True) if not line.startswith("@"))
 
-    src = undecorated(ks_conv_fwd.fn)
-    name = f"ks_conv_fwd_ep_{key}"
-    src = src.replace("def ks_conv_fwd(", f"def {name}(", 1)
+    src = undecorated(base.fn)
+    name = f"{base_name}_ep_{key}"
+    src = src.replace(f"def {base_name}(", f"def {name}(", 1)
     extra = "".join(f"E{i}, E{i}_n, " for i in range(n_vectors))
     src = src.replace("    X, Wp, Bias, Out,\n", f"    X, Wp, Bias, Out, {extra}\n", 1)
     marker = "    if ACTIVATION == 1:\n"
     body = "".join(f"    {line}\n" for line in epilogue_lines(steps))
     src = src.replace(marker, body + marker, 1)
-    helper = undecorated(_round_tf32.fn)
-    text = f"import triton\nimport triton.language as tl\n\n\n@triton.jit\n{helper}\n\n@triton.jit\n{src}"
+    helpers = "".join(f"@triton.jit\n{undecorated(h.fn)}\n\n" for h in (_round_tf32, _first_tap))
+    text = f"import triton\nimport triton.language as tl\n\n\n{helpers}@triton.jit\n{src}"
     folder = Path(tempfile.gettempdir()) / "kernelskill-conv-epilogues"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.py"

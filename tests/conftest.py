@@ -4,7 +4,9 @@ import os
 import tempfile
 from pathlib import Path
 
-# Before anything imports triton: kernels decorated in this process run on Triton's CPU interpreter.
+# Before anything imports triton: kernels decorated in this process run on Triton's CPU interpreter,
+# unless only GPU tests run on a GPU (see pytest_configure) or the caller chose.
+_CALLER_INTERPRET = os.environ.get("TRITON_INTERPRET")
 os.environ.setdefault("TRITON_INTERPRET", "1")
 # One Chroma index per pytest run (subprocesses inherit it), never the user's cache.
 _TEST_TMP = Path(tempfile.mkdtemp(prefix="kernelskill-tests-"))
@@ -30,6 +32,13 @@ def _cuda() -> bool:
         return torch.cuda.is_available()
     except Exception:
         return False
+
+
+def pytest_configure(config):
+    """``pytest -m gpu`` on a GPU compiles kernels for it: in-process GPU tests launch real kernels (no test
+    module, so no kernel, is imported before this hook)."""
+    if _CALLER_INTERPRET is None and config.getoption("markexpr", "") == "gpu" and _cuda():
+        os.environ["TRITON_INTERPRET"] = "0"
 
 
 def pytest_collection_modifyitems(config, items):

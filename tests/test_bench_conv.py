@@ -73,6 +73,6 @@ def test_one_convolution_timed_three_ways_on_the_gpu():
            "dtype": "float32"}  # fmt: skip
     row = measure(rec, "tf32r")
     assert row["out"] == [8, 64, 32, 32]
-    assert row["err_ours"] < 10 * row["err_cudnn"] + 1e-6  # TF32 rounded to nearest, as cuDNN's
+    assert row["err_ours"] < 1e-3  # TF32 products (cuDNN picks its own algorithm: TF32 or not, per shape)
     for name in ("cudnn", "compile", "ours"):
         assert row[f"{name}_ms"] > 0 and row[f"{name}_tflops"] > 0

@@ -95,15 +95,16 @@ def test_fp16_inputs_multiply_in_fp16_and_accumulate_in_fp32():
     torch.testing.assert_close(got.double(), want, rtol=2e-2, atol=2e-2)
 
 
+def _to_tf32(t):
+    """Each fp32 value rounded to the nearest TF32 value (ties away from zero)."""
+    bits = t.contiguous().view(torch.int32).to(torch.int64)
+    return ((bits + 0x1000) & 0xFFFFE000).to(torch.int32).view(torch.float32)
+
+
 def test_tf32_rounding_matches_rounding_the_operands_first():
-    """``tf32r`` rounds both operands to TF32 (to nearest) inside the kernel: the same as rounding them outside."""
-
-    def to_tf32(t):
-        bits = t.view(torch.int32).to(torch.int64)
-        return ((bits + 0x1000) & 0xFFFFE000).to(torch.int32).view(torch.float32)
-
+    """``tf32r`` rounds both operands to TF32 (to nearest) before the products: the same as rounding them outside."""
     x, w, b = _inputs(CASES["2d-strided"], transposed=False, seed=5)
-    want = F.conv2d(to_tf32(x).double(), to_tf32(w).double(), b.double(), stride=2)
+    want = F.conv2d(_to_tf32(x).double(), _to_tf32(w).double(), b.double(), stride=2)
     got = conv(x, w, b, stride=2, precision="tf32r")
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
     exact = F.conv2d(x.double(), w.double(), b.double(), stride=2)
@@ -120,7 +121,7 @@ def test_modules_and_a_packed_weight():
             torch.testing.assert_close(from_module(module, x), module(x), rtol=1e-5, atol=1e-5)
     w = torch.randn(8, 2, 3, 3)
     packed = pack_weight(w, 2, transposed=False)
-    assert packed.shape == (2, 9, 2, 4) and packed.is_contiguous()
+    assert packed.shape == (2, 9, 4, 2) and packed.is_contiguous()  # (groups, taps, out, in) per group
     x = torch.randn(1, 4, 5, 5)
     torch.testing.assert_close(conv(x, w, groups=2, padding=1, packed=packed), F.conv2d(x, w, groups=2, padding=1))
 
@@ -143,28 +144,32 @@ COMPILE = textwrap.dedent(
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    from kernelskill.engine.conv import ks_conv_fwd as kernel, launch_config
+    from kernelskill.engine import conv as K
 
-    for transposed, precision, rnd, k in ((False, "tf32", True, (1, 3, 3)), (True, "tf32x3", False, (3, 3, 3))):
-        cfg = launch_config(64, 64)
-        consts = {"KD": k[0], "KH": k[1], "KW": k[2], "TRANSPOSED": transposed, "HAS_BIAS": True, "ACTIVATION": 1,
-                  "PRECISION": precision, "ROUND_TF32": rnd,
+    def build(kernel, consts, pointers, warps=4, stages=3):
+        sig = {n: "constexpr" if n in consts else "*fp32" if n in pointers else "i32" for n in kernel.arg_names}
+        return triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=consts),
+                              target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
+
+    ptrs = ("X", "Wp", "Bias", "Out", "E0")
+    for transposed, flat, precision, k in ((False, False, "tf32", (1, 3, 3)), (True, False, "tf32x3", (3, 3, 3)),
+                                           (False, True, "ieee", (3, 5, 7))):
+        cfg = K.launch_config(3 if flat else 64, 64, k[0] * k[1] * k[2])
+        consts = {"KD": k[0], "KH": k[1], "KW": k[2], "TRANSPOSED": transposed, "FLAT_K": flat, "HAS_BIAS": True,
+                  "ACTIVATION": 1, "PRECISION": precision, "CONTIG_OUT": not transposed,
                   "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"]}
-        sig = {n: "constexpr" if n in consts else "*fp32" if n in ("X", "Wp", "Bias", "Out") else "i32"
-               for n in kernel.arg_names}
-        compiled = triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=consts),
-                                  target=GPUTarget("cuda", 90, 32),
-                                  options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
-        print("OK", transposed, compiled.metadata.shared)
+        compiled = build(K.ks_conv_fwd, consts, ptrs, cfg["num_warps"], cfg["num_stages"])
+        print("OK", transposed, flat, compiled.metadata.shared)
 
-    from kernelskill.engine.conv import epilogue_kernel
-    kernel = epilogue_kernel([["add", "E0"], ["mish"], ["clamp", 0.0, 1.0]], 1)  # a generated epilogue kernel
-    consts.update(TRANSPOSED=False, PRECISION="tf32", ROUND_TF32=True)
-    sig = {n: "constexpr" if n in consts else "*fp32" if n in ("X", "Wp", "Bias", "Out", "E0") else "i32"
-           for n in kernel.arg_names}
-    triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=consts), target=GPUTarget("cuda", 90, 32),
-                   options={"num_warps": 4, "num_stages": 3})
+    kernel = K.epilogue_kernel([["add", "E0"], ["mish"], ["clamp", 0.0, 1.0]], 1)  # a generated epilogue kernel
+    consts.update(TRANSPOSED=False, FLAT_K=False, PRECISION="tf32")
+    build(kernel, consts, ptrs)
     print("OK epilogue")
+    dw = {"KD": 1, "KH": 3, "KW": 7, "HAS_BIAS": True, "ACTIVATION": 0, "BLOCK": 512}
+    build(K.epilogue_kernel([["mul", "E0"]], 1, K.ks_conv_depthwise), dw, ptrs)
+    print("OK depthwise")
+    build(K.ks_to_channels_last, {"ROUND_TF32": True, "BLOCK_C": 32, "BLOCK_S": 64}, ("X", "Out"))
+    print("OK layout")
     """
 )
 
@@ -173,7 +178,7 @@ def test_the_kernel_compiles_for_hopper():
     """The interpreter does not compile; Triton's own compiler for sm_90 does, without a GPU."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, timeout=300, env=env)
-    assert out.stdout.count("OK") == 3, out.stdout[-2000:] + out.stderr[-3000:]
+    assert out.stdout.count("OK") == 6, out.stdout[-2000:] + out.stderr[-3000:]
 
 
 def _rewritten(model, x):
@@ -317,3 +322,40 @@ def test_an_element_wise_tail_is_fused_into_the_kernel():
     ]
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+def test_every_form_on_the_gpu():
+    """The compiled kernels (not the interpreter): every forward and transposed case, ieee products against fp64,
+    one fused epilogue, fp16 inputs, and larger convolutions in tf32r against fp64 of the TF32-rounded operands."""
+    dev = "cuda"
+    for name, case in CASES.items():
+        dims, _, _, _, s, p, d, g, _ = case
+        x, w, b = (t.to(dev) for t in _inputs(case, transposed=False))
+        want = FORWARD[dims](x.double(), w.double(), b.double(), s, p, d, g)
+        torch.testing.assert_close(conv(x, w, b, s, p, d, g).double(), want, rtol=1e-5, atol=1e-5, msg=name)
+    for name, (*case, out_pad) in TRANSPOSED_CASES.items():
+        dims, _, _, _, s, p, d, g, _ = case
+        x, w, b = (t.to(dev) for t in _inputs(case, transposed=True))
+        want = TRANSPOSED[dims](x.double(), w.double(), b.double(), s, p, out_pad, g, d)
+        got = conv(x, w, b, s, p, d, g, transposed=True, output_padding=out_pad)
+        torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5, msg=name)
+    x, w, b = (t.to(dev) for t in _inputs(CASES["2d-grouped"], transposed=False, seed=8))
+    steps = [["add", 0.5], ["mish"], ["clamp", -1.0, 1.5]]
+    want = F.mish(F.conv2d(x.double(), w.double(), b.double(), padding=1, groups=4) + 0.5).clamp(-1.0, 1.5)
+    torch.testing.assert_close(conv(x, w, b, padding=1, groups=4, epilogue=steps).double(), want, rtol=1e-5, atol=1e-5)
+    got = conv(x.half(), w.half(), b.half(), padding=1, groups=4)
+    assert got.dtype == torch.float16
+    want = F.conv2d(x.double(), w.double(), b.double(), padding=1, groups=4)
+    torch.testing.assert_close(got.double(), want, rtol=2e-2, atol=2e-2)
+    gen = torch.Generator(device=dev).manual_seed(1)
+    for transposed, groups in ((False, 1), (True, 1), (False, 64)):  # a depthwise one: exact fp32 products
+        x = torch.randn(16, 64, 56, 56, device=dev, generator=gen)
+        w = torch.randn(64, 64 // groups, 3, 3, device=dev, generator=gen) / 24.0
+        fn = F.conv_transpose2d if transposed else F.conv2d
+        stride = 2 if transposed else 1
+        got = conv(x, w, stride=stride, padding=1, groups=groups, transposed=transposed, precision="tf32r")
+        rounded = groups == 1  # cuDNN's TF32: both operands rounded to nearest, then products accumulated in fp32
+        want = fn(_to_tf32(x).double() if rounded else x.double(), _to_tf32(w).double() if rounded else w.double(),
+                  stride=stride, padding=1, groups=groups)  # fmt: skip
+        torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
