@@ -1,28 +1,37 @@
-"""Convolutions in our own Triton kernel: implicit GEMM, 1-D / 2-D / 3-D, forward and transposed.
+"""Convolutions in our own Triton kernels: implicit GEMM, 1-D / 2-D / 3-D, forward and transposed; depthwise.
 
-One kernel (:func:`ks_conv_fwd`) computes every form. 1-D and 2-D inputs are views with unit depth
+:func:`ks_conv_fwd` computes every form but depthwise. 1-D and 2-D inputs are views with unit depth
 (and height), so there is no copy. The output tile is ``BLOCK_M`` output positions (batch and space
-flattened) by ``BLOCK_N`` output channels of one group. The reduction runs over the kernel taps (a
-scalar loop) and, inside each tap, over the group's input channels in ``BLOCK_K`` slices, each one
-``tl.dot``. The im2col matrix is never written: each slice is gathered from the input as it is
-needed, with out-of-bounds taps masked (padding, dilation, stride).
+flattened) by ``BLOCK_N`` output channels of one group. The reduction is one loop over (kernel tap,
+``BLOCK_K`` slice of the group's input channels), each step one ``tl.dot``, so Triton pipelines its
+loads. The im2col matrix is never written: each slice is gathered from the input as it is needed,
+with out-of-bounds taps masked (padding, dilation, stride). Both operands are read along the
+reduction, as the tensor cores take fp32 / TF32 operands: the input channels-last
+(:func:`channels_last`, one pass per call unless it already is) and the weight re-laid once to
+``(groups, taps, out-channels of a group, in-channels of a group)`` by :func:`pack_weight`. The output
+is stored in PyTorch's contiguous layout, coalesced along positions. Groups of fewer than 16 input
+channels reduce over the flattened (tap, channel) index instead (``FLAT_K``).
 
 Transposed convolutions use the phase (sub-pixel) decomposition, not a dense convolution over a
 zero-upsampled input. Output positions congruent modulo the stride (one *phase*) see the same
-subset of taps. Each program handles one phase, and the taps that do not reach it are skipped
-whole: a scalar test per tap, so no product is spent on an inserted zero.
+subset of taps, an arithmetic progression in each dimension. Each program handles one phase and
+walks only those taps, so no product is spent on an inserted zero.
 
-Inputs and outputs are addressed through their strides (contiguous or channels-last alike). The
-weight is re-laid once to ``(groups, taps, in-channels of a group, out-channels of a group)`` by
-:func:`pack_weight`, so each slice of it is one contiguous tile. The epilogue adds the bias, then
-runs in registers whatever element-wise steps followed the convolution in the task's graph (numbers
-and per-channel tensors as operands, activations, clamps: :func:`epilogue_lines`), before the single
-store of the output tile. Each distinct epilogue is its own generated kernel (:func:`epilogue_kernel`).
+A depthwise convolution (one input channel per group) has no channel reduction to put on tensor cores:
+:func:`ks_conv_depthwise` computes it as a stencil of fp32 multiply-adds over NC(D)HW planes.
+
+The epilogue adds the bias, then runs in registers whatever element-wise steps followed the
+convolution in the task's graph (numbers and per-channel tensors as operands, activations, clamps:
+:func:`epilogue_lines`), before the single store of the output tile. Each distinct epilogue is its own
+generated kernel (:func:`epilogue_kernel`).
 
 Numerics: fp32 inputs multiply in ``precision``: ``ieee`` (exact fp32), ``tf32x3`` (3xTF32, near fp32),
 ``tf32`` (one TF32 product), or ``tf32r``, which is ``tf32`` with both operands first rounded to the
-nearest TF32 value, as cuDNN's TF32 convolutions do (the precision policy decides which is allowed).
-fp16 / bf16 inputs multiply in their own type. Accumulation is always fp32.
+nearest TF32 value, as cuDNN's TF32 convolutions do (the precision policy decides which is allowed);
+the rounding is done once per operand (in the layout pass and when packing the weight), not per tile.
+fp16 / bf16 inputs multiply in their own type. Depthwise products are fp32 whatever the precision.
+Accumulation is always fp32. ``python -m kernelskill.evals.bench_conv`` measures the kernels against
+cuDNN and ``torch.compile``.
 """
 
 from __future__ import annotations

@@ -37,10 +37,11 @@ Each transform implements the method of the skill cards that name it (``transfor
   keeps the fused form.
 - ``conv_kernel`` (card ``implicit-gemm-conv``): a compiler seed with a convolution (a cuDNN call or a Triton
   template) recaptured with every convolution in our implicit-GEMM kernel (``engine/conv.py``; transposed ones
-  by phase decomposition), its products in ``tf32r`` (TF32 rounded to nearest, as cuDNN) where the precision
-  policy allows TF32 for the task, else ``tf32x3``. The element-wise tail of each convolution in the graph is
-  computed in the kernel before its store (``reformulate.conv_kernel_forms``); Inductor fuses the rest into its
-  own kernels. A later recapture keeps the form.
+  by phase decomposition, depthwise ones in fp32 multiply-adds), its products in ``tf32x3``, plus a capture in
+  ``tf32r`` (TF32 rounded to nearest, as cuDNN) where the precision policy allows TF32 for the task (cuDNN
+  keeps fp32 products on some shapes, so the reviewer keeps whichever stays correct). The element-wise tail
+  of each convolution in the graph is computed in the kernel before its store (``reformulate.conv_kernel_forms``);
+  Inductor fuses the rest into its own kernels. A later recapture keeps the form.
 
 The reviewer judges every result like any other candidate; a transform only proposes.
 """
@@ -240,8 +241,14 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
                 notes[0] += f"; no 3xTF32 split-operand recapture: {problem}"
         return sources, notes, ""
     if transform == "conv_kernel" and variant is not None:
-        precision = "tf32r" if _tf32_ok(ctx, task_path) else "tf32x3"  # cuDNN's numerics where the policy allows them
-        return _recapture(ctx, task_path, workdir, base, variant, False, graphed, "conv_kernel", conv_kernel=precision)
+        args = (ctx, task_path, workdir, base, variant, False, graphed, "conv_kernel")
+        if not _tf32_ok(ctx, task_path):
+            return _recapture(*args, conv_kernel="tf32x3")
+        # cuDNN's numerics where the policy allows them; but cuDNN keeps fp32 products on some shapes (few input
+        # channels), where only near-fp32 products stay within the reference's own error: both, the reviewer decides
+        sources, notes, problem = _recapture(*args, conv_kernel="tf32r")
+        exact, exact_notes, exact_problem = _recapture(*args, conv_kernel="tf32x3")
+        return sources + exact, notes + exact_notes, "" if sources or exact else problem or exact_problem
     if transform == "conv_gemm" and variant is not None:
         sources, notes, problem = _recapture(ctx, task_path, workdir, base, variant, True, graphed, "conv_gemm")
         if ctx.split_gemm and applied_precision(base) == "tf32x3":  # near-fp32 on tensor cores, like tf32x3

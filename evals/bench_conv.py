@@ -11,7 +11,8 @@ On a CUDA GPU, each row is timed three ways in the same process by the reviewer'
 Each row reports TFLOP/s, the percentage of the TF32 GEMM rate cuBLAS reaches on this GPU
 (``runner/roofline.py``), and our output's largest error against an fp64 run, next to cuDNN's.
 Results: ``bench_conv.jsonl`` (one line per convolution) and ``bench_conv.md`` (the table, with
-geometric means per task folder).
+geometric means per task folder). A second run into the same ``--out`` keeps the rows measured in the
+same precision and measures the rest.
 """
 
 from __future__ import annotations
@@ -198,6 +199,14 @@ def markdown(rows: list[dict[str, Any]], precision: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _measured(path: Path, precision: str) -> list[dict[str, Any]]:
+    """Rows an earlier run wrote to ``path`` in ``precision`` (rows that ended in an error are measured again)."""
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r for r in rows if "error" not in r and r.get("precision", "tf32r") == precision]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point (see the module docstring)."""
     import torch
@@ -220,10 +229,16 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_conv times on a CUDA GPU (use --list to see the convolutions without one)")
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "bench_conv.jsonl"
+    done = _measured(path, args.precision)
     rows = []
-    with open(args.out / "bench_conv.jsonl", "w") as log:
+    with open(path, "a") as log:
         for task, rec in found:
-            row = {"task": task, **rec}
+            same = [r for r in done if all(r.get(k) == v for k, v in {"task": task, **rec}.items())]
+            if same:  # measured by an earlier run into the same --out: kept
+                rows.append(same[0])
+                continue
+            row = {"task": task, **rec, "precision": args.precision}
             if "error" not in rec:
                 try:
                     row |= measure(rec, args.precision)

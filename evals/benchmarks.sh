@@ -7,6 +7,8 @@
 # 2. the offline engine on the bundled suite   -> $BENCH/suite-l1..3        (--rounds 2)
 # 3. with KB set: the offline engine on the KernelBench folders $KB/level1..3
 #                                              -> $BENCH/kernelbench-l1..3  (--rounds 1)
+# 4. our convolution kernels against cuDNN and torch.compile on every convolution of $KB/level1..2
+#    (the bundled suite's levels without KB)  -> $BENCH/bench-conv
 # Every eval uses the default policies (precision fp32, kernels any) unless EVAL_FLAGS says otherwise;
 # eager and torch.compile are timed in the same runs. Each eval directory's summary.md is the table.
 set -u
@@ -33,4 +35,6 @@ if [ -n "${KB:-}" ]; then
       --gpus "$GPUS" --out "$BENCH/kernelbench-l$L" ${EVAL_FLAGS:-} || exit $?
   done
 fi
-echo "tables: $BENCH/*/summary.md"
+if [ -n "${KB:-}" ]; then CONV_TASKS="$KB/level1 $KB/level2"; else CONV_TASKS=""; fi
+"$PY" -m kernelskill.evals.bench_conv ${CONV_TASKS:+--tasks $CONV_TASKS} --out "$BENCH/bench-conv" || exit $?
+echo "tables: $BENCH/*/summary.md, $BENCH/bench-conv/bench_conv.md"

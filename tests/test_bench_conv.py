@@ -76,3 +76,29 @@ def test_one_convolution_timed_three_ways_on_the_gpu():
     assert row["err_ours"] < 1e-3  # TF32 products (cuDNN picks its own algorithm: TF32 or not, per shape)
     for name in ("cudnn", "compile", "ours"):
         assert row[f"{name}_ms"] > 0 and row[f"{name}_tflops"] > 0
+
+
+def test_a_second_run_into_the_same_folder_measures_only_what_is_missing(tmp_path, monkeypatch):
+    import torch
+
+    from kernelskill.evals import bench_conv
+
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "t.py").write_text(TASK)
+    measured = []
+
+    def fake_measure(rec, precision):  # the GPU timing stands aside; what is measured is the point
+        measured.append(rec["op"])
+        if rec["op"] == "conv_transpose1d" and len(measured) < 4:
+            raise RuntimeError("out of memory")
+        return {"out": [1], "cudnn_ms": 1.0, "compile_ms": 1.0, "ours_ms": 1.0, "ours_tflops": 1.0,
+                "vs_cudnn": 1.0, "vs_compile": 1.0, "err_ours": 0.0, "err_cudnn": 0.0}  # fmt: skip
+
+    monkeypatch.setattr(bench_conv, "measure", fake_measure)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    args = ["--tasks", str(tmp_path / "tasks"), "--out", str(tmp_path / "out")]
+    assert bench_conv.main(args) == 0 and measured == ["conv2d", "conv_transpose1d"]
+    assert bench_conv.main(args) == 0 and measured[2:] == ["conv_transpose1d"]  # the failed row only
+    assert bench_conv.main([*args, "--precision", "ieee"]) == 0 and len(measured) == 5  # another precision: all
+    table = (tmp_path / "out" / "bench_conv.md").read_text()
+    assert table.count("| tasks/t |") == 2 and "out of memory" not in table
