@@ -10,7 +10,8 @@ reduction, as the tensor cores take fp32 / TF32 operands: the input channels-las
 (:func:`channels_last`, one pass per call unless it already is) and the weight re-laid once to
 ``(groups, taps, out-channels of a group, in-channels of a group)`` by :func:`pack_weight`. The output
 is stored in PyTorch's contiguous layout, coalesced along positions. Groups of fewer than 16 input
-channels reduce over the flattened (tap, channel) index instead (``FLAT_K``).
+channels reduce over the flattened (tap, channel) index instead (``FLAT_K``), or, when asked for
+(``DIRECT``), in exact fp32 rank-1 updates, one (tap, channel) at a time, with no layout pass.
 
 Transposed convolutions use the phase (sub-pixel) decomposition, not a dense convolution over a
 zero-upsampled input. Output positions congruent modulo the stride (one *phase*) see the same
@@ -77,8 +78,8 @@ def ks_conv_fwd(
     SD, SH, SW, PD, PH, PW, DD, DH, DW,  # stride, padding, dilation
     TD, TH, TW,  # transposed: step between the taps that reach one phase (S / gcd(S, Dil))
     KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
-    TRANSPOSED: tl.constexpr, FLAT_K: tl.constexpr, HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr,
-    PRECISION: tl.constexpr, CONTIG_OUT: tl.constexpr,
+    TRANSPOSED: tl.constexpr, FLAT_K: tl.constexpr, DIRECT: tl.constexpr, HAS_BIAS: tl.constexpr,
+    ACTIVATION: tl.constexpr, PRECISION: tl.constexpr, CONTIG_OUT: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     """One (output positions x output channels) tile of one group and, when transposed, one phase.
@@ -87,8 +88,10 @@ def ks_conv_fwd(
     along ``k``, their contiguous side (the input channels-last, the weight packed by
     :func:`pack_weight`), as the tensor cores take them. ``k`` runs over (tap, channel slice) in one loop,
     which Triton pipelines; with ``FLAT_K`` (few channels per group) over the flattened (tap, channel)
-    index. ``CONTIG_OUT``: each sample's output positions are contiguous and a multiple of ``BLOCK_M``
-    (a forward convolution into a contiguous output), so the store is coalesced along positions.
+    index. With ``DIRECT`` (few channels per group, any input layout) each step is one (tap, channel): a
+    rank-1 update of the tile in fp32 multiply-adds, the input read along positions. ``CONTIG_OUT``:
+    each sample's output positions are contiguous and a multiple of ``BLOCK_M`` (a forward convolution
+    into a contiguous output), so the store is coalesced along positions.
     """
     pid = tl.program_id(0)
     pid_gp = tl.program_id(1)
@@ -153,7 +156,7 @@ def ks_conv_fwd(
             )
             acc += tl.dot(a, tl.trans(b), input_precision=PRECISION)
     else:
-        c_slices = tl.cdiv(C, BLOCK_K)
+        c_slices = C if DIRECT else tl.cdiv(C, BLOCK_K)
         for it in range(0, nkd * nkh * nkw * c_slices):
             t = it // c_slices
             c0 = (it % c_slices) * BLOCK_K
@@ -173,15 +176,23 @@ def ks_conv_fwd(
                 ih = oh * SH - PH + kh * DH
                 iw = ow * SW - PW + kw * DW
             in_ok = pos_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-            k_ok = (c0 + ks) < C
-            a = tl.load(
-                x_pos[:, None] + (idd * sxd + ih * sxh + iw * sxw)[:, None] + (c0 + ks)[None, :].to(tl.int64) * sxc,
-                mask=in_ok[:, None] & k_ok[None, :],
-                other=0.0,
-            )
             tap = (kd * KH + kh) * KW + kw
-            b = tl.load(w_rows + tap * (OC * C) + (c0 + ks)[None, :], mask=oc_ok[:, None] & k_ok[None, :], other=0.0)
-            acc += tl.dot(a, tl.trans(b), input_precision=PRECISION)
+            if DIRECT:  # c0 is one channel
+                c = it % c_slices
+                a1 = tl.load(x_pos + c.to(tl.int64) * sxc + idd * sxd + ih * sxh + iw * sxw, mask=in_ok, other=0.0)
+                b1 = tl.load(w_group + (tap * OC + oc) * C + c, mask=oc_ok, other=0.0)
+                acc += a1.to(tl.float32)[:, None] * b1.to(tl.float32)[None, :]
+            else:
+                k_ok = (c0 + ks) < C
+                a = tl.load(
+                    x_pos[:, None] + (idd * sxd + ih * sxh + iw * sxw)[:, None] + (c0 + ks)[None, :].to(tl.int64) * sxc,
+                    mask=in_ok[:, None] & k_ok[None, :],
+                    other=0.0,
+                )
+                b = tl.load(
+                    w_rows + tap * (OC * C) + (c0 + ks)[None, :], mask=oc_ok[:, None] & k_ok[None, :], other=0.0
+                )
+                acc += tl.dot(a, tl.trans(b), input_precision=PRECISION)
 
     chan = (g * OC + oc)[None, :]  # the epilogue's per-channel operands are indexed by it
     chan_ok = oc_ok[None, :]
@@ -325,6 +336,7 @@ def launch_config(in_per_group: int, out_per_group: int, taps: int = 1) -> dict[
         "BLOCK_N": block_n,
         "BLOCK_K": block_k,
         "FLAT_K": flat,
+        "DIRECT": False,
         "num_warps": 4,
         "num_stages": 3,
     }
@@ -376,7 +388,8 @@ def conv(
     PyTorch's layout. ``epilogue``: element-wise steps after the bias (:func:`epilogue_lines`), whose
     per-channel operands ``"E<i>"`` are ``vectors[i]``. A depthwise convolution (one input channel per
     group) runs :func:`ks_conv_depthwise`, every other one :func:`ks_conv_fwd` (``config``: its launch
-    parameters instead of :func:`launch_config`'s).
+    parameters instead of :func:`launch_config`'s; ``{"DIRECT": True}``: fp32 rank-1 updates over the
+    input as it is laid out, exact whatever ``precision``, for groups of few input channels).
     """
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: one of {', '.join(PRECISIONS)}")
@@ -398,9 +411,13 @@ def conv(
     out5 = torch.empty((n, out_g * groups, *space), dtype=x.dtype, device=x.device)
     fp32 = x.dtype == torch.float32
     depthwise = c_g == 1 and not transposed
-    rnd = fp32 and precision == "tf32r" and not depthwise
+    k_taps = k[0] * k[1] * k[2]
+    cfg = {**launch_config(c_g, out_g, k_taps), **(config or {})}
+    direct = bool(cfg.get("DIRECT")) and not depthwise
+    cfg["FLAT_K"] = bool(cfg["FLAT_K"]) and not transposed and not direct
+    rnd = fp32 and precision == "tf32r" and not depthwise and not direct
     wp = packed if packed is not None else pack_weight(weight, groups, transposed, round_tf32=rnd)
-    if not depthwise:
+    if not depthwise and not direct:
         x5 = channels_last(x5, rnd)
     from torch.library import wrap_triton  # eager: a plain launch; under torch.compile: a kernel node
 
@@ -421,8 +438,6 @@ def conv(
     q = [triton.cdiv(space[i], s[i]) if transposed else space[i] for i in range(3)]
     phases = s[0] * s[1] * s[2] if transposed else 1
     steps = [s[i] // math.gcd(s[i], d[i]) for i in range(3)]
-    cfg = {**launch_config(c_g, out_g, k[0] * k[1] * k[2]), **(config or {})}
-    cfg["FLAT_K"] = bool(cfg["FLAT_K"]) and not transposed
     tiles = triton.cdiv(n * q[0] * q[1] * q[2], cfg["BLOCK_M"]) * triton.cdiv(out_g, cfg["BLOCK_N"])
     contig = not transposed and (space[0] * space[1] * space[2]) % cfg["BLOCK_M"] == 0
     wrap_triton(kernel)[(tiles, groups * phases)](
@@ -433,7 +448,8 @@ def conv(
         *common[0], *common[1], *common[2],
         *steps,
         KD=k[0], KH=k[1], KW=k[2],
-        TRANSPOSED=transposed, FLAT_K=cfg["FLAT_K"], HAS_BIAS=bias is not None, ACTIVATION=ACTIVATIONS[activation],
+        TRANSPOSED=transposed, FLAT_K=cfg["FLAT_K"], DIRECT=direct, HAS_BIAS=bias is not None,
+        ACTIVATION=ACTIVATIONS[activation],
         PRECISION=("tf32" if precision == "tf32r" else precision) if fp32 else "ieee", CONTIG_OUT=contig,
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],

@@ -12,7 +12,7 @@ Each row reports TFLOP/s, the percentage of the TF32 GEMM rate cuBLAS reaches on
 (``runner/roofline.py``), and our output's largest error against an fp64 run, next to cuDNN's.
 Results: ``bench_conv.jsonl`` (one line per convolution) and ``bench_conv.md`` (the table, with
 geometric means per task folder). A second run into the same ``--out`` keeps the rows measured in the
-same precision and measures the rest.
+same precision and ``--config`` and measures the rest.
 """
 
 from __future__ import annotations
@@ -117,8 +117,11 @@ def task_convs(folders: list[Path]) -> Iterator[tuple[str, dict[str, Any]]]:
                     yield f"{folder.name}/{path.stem}", rec
 
 
-def measure(rec: dict[str, Any], precision: str) -> dict[str, Any]:
-    """Time cuDNN, torch.compile and our kernel on one convolution (CUDA); errors against fp64."""
+def measure(rec: dict[str, Any], precision: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Time cuDNN, torch.compile and our kernel on one convolution (CUDA); errors against fp64.
+
+    ``config``: launch parameters for our kernel instead of its defaults (``engine/conv.py: conv``).
+    """
     import torch
     import torch.nn.functional as F
 
@@ -145,7 +148,14 @@ def measure(rec: dict[str, Any], precision: str) -> dict[str, Any]:
 
     def ours() -> Any:
         return conv(
-            x, w, b, transposed=rec["transposed"], output_padding=rec["output_padding"], precision=precision, **kw
+            x,
+            w,
+            b,
+            transposed=rec["transposed"],
+            output_padding=rec["output_padding"],
+            precision=precision,
+            config=config,
+            **kw,
         )
 
     with torch.no_grad():
@@ -199,12 +209,13 @@ def markdown(rows: list[dict[str, Any]], precision: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _measured(path: Path, precision: str) -> list[dict[str, Any]]:
-    """Rows an earlier run wrote to ``path`` in ``precision`` (rows that ended in an error are measured again)."""
+def _measured(path: Path, precision: str, config: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows an earlier run wrote to ``path`` in ``precision`` and ``config``; rows that ended in an error are redone."""
     if not path.exists():
         return []
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [r for r in rows if "error" not in r and r.get("precision", "tf32r") == precision]
+    same = [r for r in rows if r.get("precision", "tf32r") == precision and r.get("config", {}) == config]
+    return [r for r in same if "error" not in r]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -217,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", type=Path, nargs="*", help="task folders (default: the bundled suite's levels)")
     ap.add_argument("--out", type=Path, default=Path("bench-conv"))
     ap.add_argument("--precision", default="tf32r", help="our kernel's products: ieee, tf32x3, tf32 or tf32r")
+    ap.add_argument("--config", default="{}", help="our kernel's launch parameters as JSON, e.g. '{\"DIRECT\": true}'")
     ap.add_argument("--list", action="store_true", help="only list the convolutions found (no GPU needed)")
     args = ap.parse_args(argv)
     folders = args.tasks or sorted(TASKS_DIR.glob("level*"))
@@ -230,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "bench_conv.jsonl"
-    done = _measured(path, args.precision)
+    config = json.loads(args.config)
+    done = _measured(path, args.precision, config)
     rows = []
     with open(path, "a") as log:
         for task, rec in found:
@@ -238,17 +251,18 @@ def main(argv: list[str] | None = None) -> int:
             if same:  # measured by an earlier run into the same --out: kept
                 rows.append(same[0])
                 continue
-            row = {"task": task, **rec, "precision": args.precision}
+            row = {"task": task, **rec, "precision": args.precision, **({"config": config} if config else {})}
             if "error" not in rec:
                 try:
-                    row |= measure(rec, args.precision)
+                    row |= measure(rec, args.precision, config or None)
                 except Exception as e:  # noqa: BLE001 - one failing shape is a row, not the end of the run
                     row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
             rows.append(row)
             log.write(json.dumps(row) + "\n")
             log.flush()
             print(task, rec.get("op"), row.get("vs_cudnn"), row.get("error", ""), flush=True)
-    (args.out / "bench_conv.md").write_text(markdown(rows, args.precision))
+    label = args.precision + (f", {json.dumps(config)}" if config else "")
+    (args.out / "bench_conv.md").write_text(markdown(rows, label))
     print(f"table: {args.out / 'bench_conv.md'}")
     return 0
 

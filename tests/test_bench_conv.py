@@ -87,7 +87,7 @@ def test_a_second_run_into_the_same_folder_measures_only_what_is_missing(tmp_pat
     (tmp_path / "tasks" / "t.py").write_text(TASK)
     measured = []
 
-    def fake_measure(rec, precision):  # the GPU timing stands aside; what is measured is the point
+    def fake_measure(rec, precision, config=None):  # the GPU timing stands aside; what is measured is the point
         measured.append(rec["op"])
         if rec["op"] == "conv_transpose1d" and len(measured) < 4:
             raise RuntimeError("out of memory")
@@ -100,5 +100,6 @@ def test_a_second_run_into_the_same_folder_measures_only_what_is_missing(tmp_pat
     assert bench_conv.main(args) == 0 and measured == ["conv2d", "conv_transpose1d"]
     assert bench_conv.main(args) == 0 and measured[2:] == ["conv_transpose1d"]  # the failed row only
     assert bench_conv.main([*args, "--precision", "ieee"]) == 0 and len(measured) == 5  # another precision: all
+    assert bench_conv.main([*args, "--config", '{"DIRECT": true}']) == 0 and len(measured) == 7  # another config
     table = (tmp_path / "out" / "bench_conv.md").read_text()
     assert table.count("| tasks/t |") == 2 and "out of memory" not in table

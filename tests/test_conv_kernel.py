@@ -78,6 +78,21 @@ def test_transposed_equals_pytorch(name):
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("name", ["1d-strided-dilated", "2d", "2d-asymmetric", "2d-grouped", "3d"])
+def test_the_direct_form_is_exact_fp32_whatever_the_precision(name):
+    dims, _, _, _, s, p, d, g, _ = CASES[name]
+    x, w, b = _inputs(CASES[name], transposed=False, seed=10)
+    want = FORWARD[dims](x.double(), w.double(), b.double(), s, p, d, g)
+    got = conv(x, w, b, s, p, d, g, precision="tf32r", config={"DIRECT": True})
+    torch.testing.assert_close(got.double(), want, rtol=1e-6, atol=1e-6)  # no TF32 rounding anywhere
+    *case, out_pad = TRANSPOSED_CASES["2d-stride3-dilated"]
+    dims, _, _, _, s, p, d, g, _ = case
+    x, w, b = _inputs(case, transposed=True, seed=11)
+    want = TRANSPOSED[dims](x.double(), w.double(), b.double(), s, p, out_pad, g, d)
+    got = conv(x, w, b, s, p, d, g, transposed=True, output_padding=out_pad, config={"DIRECT": True})
+    torch.testing.assert_close(got.double(), want, rtol=1e-6, atol=1e-6)
+
+
 def test_fused_bias_and_relu_epilogue_and_a_channels_last_input():
     x, w, b = _inputs(CASES["2d"], transposed=False, seed=3)
     x = x.to(memory_format=torch.channels_last)  # strides, not a copy
@@ -152,17 +167,20 @@ COMPILE = textwrap.dedent(
                               target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
 
     ptrs = ("X", "Wp", "Bias", "Out", "E0")
-    for transposed, flat, precision, k in ((False, False, "tf32", (1, 3, 3)), (True, False, "tf32x3", (3, 3, 3)),
-                                           (False, True, "ieee", (3, 5, 7))):
+    for transposed, flat, direct, precision, k in ((False, False, False, "tf32", (1, 3, 3)),
+                                                   (True, False, False, "tf32x3", (3, 3, 3)),
+                                                   (False, True, False, "ieee", (3, 5, 7)),
+                                                   (True, False, True, "ieee", (1, 3, 3))):
         cfg = K.launch_config(3 if flat else 64, 64, k[0] * k[1] * k[2])
-        consts = {"KD": k[0], "KH": k[1], "KW": k[2], "TRANSPOSED": transposed, "FLAT_K": flat, "HAS_BIAS": True,
+        consts = {"KD": k[0], "KH": k[1], "KW": k[2], "TRANSPOSED": transposed, "FLAT_K": flat,
+                  "DIRECT": direct, "HAS_BIAS": True,
                   "ACTIVATION": 1, "PRECISION": precision, "CONTIG_OUT": not transposed,
                   "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"]}
         compiled = build(K.ks_conv_fwd, consts, ptrs, cfg["num_warps"], cfg["num_stages"])
-        print("OK", transposed, flat, compiled.metadata.shared)
+        print("OK", transposed, flat, direct, compiled.metadata.shared)
 
     kernel = K.epilogue_kernel([["add", "E0"], ["mish"], ["clamp", 0.0, 1.0]], 1)  # a generated epilogue kernel
-    consts.update(TRANSPOSED=False, FLAT_K=False, PRECISION="tf32")
+    consts.update(TRANSPOSED=False, FLAT_K=False, DIRECT=False, PRECISION="tf32")
     build(kernel, consts, ptrs)
     print("OK epilogue")
     dw = {"KD": 1, "KH": 3, "KW": 7, "HAS_BIAS": True, "ACTIVATION": 0, "BLOCK": 512}
@@ -178,7 +196,7 @@ def test_the_kernel_compiles_for_hopper():
     """The interpreter does not compile; Triton's own compiler for sm_90 does, without a GPU."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, timeout=300, env=env)
-    assert out.stdout.count("OK") == 6, out.stdout[-2000:] + out.stderr[-3000:]
+    assert out.stdout.count("OK") == 7, out.stdout[-2000:] + out.stderr[-3000:]
 
 
 def _rewritten(model, x):
@@ -340,6 +358,12 @@ def test_every_form_on_the_gpu():
         x, w, b = (t.to(dev) for t in _inputs(case, transposed=True))
         want = TRANSPOSED[dims](x.double(), w.double(), b.double(), s, p, out_pad, g, d)
         got = conv(x, w, b, s, p, d, g, transposed=True, output_padding=out_pad)
+        torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5, msg=name)
+    for name in ("2d", "2d-grouped", "3d", "1d-strided-dilated"):  # the direct form: exact fp32
+        dims, _, _, _, s, p, d, g, _ = CASES[name]
+        x, w, b = (t.to(dev) for t in _inputs(CASES[name], transposed=False, seed=12))
+        want = FORWARD[dims](x.double(), w.double(), b.double(), s, p, d, g)
+        got = conv(x, w, b, s, p, d, g, precision="tf32r", config={"DIRECT": True})
         torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5, msg=name)
     x, w, b = (t.to(dev) for t in _inputs(CASES["2d-grouped"], transposed=False, seed=8))
     steps = [["add", 0.5], ["mish"], ["clamp", -1.0, 1.5]]
