@@ -77,9 +77,10 @@ def ks_conv_fwd(
     son, soc, sod, soh, sow,
     SD, SH, SW, PD, PH, PW, DD, DH, DW,  # stride, padding, dilation
     TD, TH, TW,  # transposed: step between the taps that reach one phase (S / gcd(S, Dil))
+    INV_COUNT,  # REDUCE: 1 / output positions per sample
     KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
     TRANSPOSED: tl.constexpr, FLAT_K: tl.constexpr, DIRECT: tl.constexpr, HAS_BIAS: tl.constexpr,
-    ACTIVATION: tl.constexpr, PRECISION: tl.constexpr, CONTIG_OUT: tl.constexpr,
+    ACTIVATION: tl.constexpr, PRECISION: tl.constexpr, CONTIG_OUT: tl.constexpr, REDUCE: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     """One (output positions x output channels) tile of one group and, when transposed, one phase.
@@ -91,7 +92,9 @@ def ks_conv_fwd(
     index. With ``DIRECT`` (few channels per group, any input layout) each step is one (tap, channel): a
     rank-1 update of the tile in fp32 multiply-adds, the input read along positions. ``CONTIG_OUT``:
     each sample's output positions are contiguous and a multiple of ``BLOCK_M`` (a forward convolution
-    into a contiguous output), so the store is coalesced along positions.
+    into a contiguous output), so the store is coalesced along positions. ``REDUCE`` (1): the tile is
+    not stored; its mean over each sample's positions is added into ``Out`` (fp32, (N, channels),
+    zeroed), one atomic add per (sample in the tile, channel).
     """
     pid = tl.program_id(0)
     pid_gp = tl.program_id(1)
@@ -200,15 +203,24 @@ def ks_conv_fwd(
         acc += tl.load(Bias + chan, mask=chan_ok, other=0.0).to(tl.float32)
     if ACTIVATION == 1:
         acc = tl.maximum(acc, 0.0)
-    if CONTIG_OUT:  # within a tile, one sample and consecutive positions
-        n0 = (pid_m * BLOCK_M) // (OD * OH * OW)
-        first = pid_m * BLOCK_M - n0 * (OD * OH * OW)
-        spatial = tl.max_contiguous(tl.multiple_of(first + tl.arange(0, BLOCK_M), BLOCK_M), BLOCK_M)
-        out_rows = n0.to(tl.int64) * son + spatial
+    if REDUCE == 1:  # the mean over each sample's positions: partial sums of this tile, one add per sample
+        kept = tl.where(pos_ok[:, None] & chan_ok, acc, 0.0)
+        per_sample = QD * QH * QW
+        n_lo = (pid_m * BLOCK_M) // per_sample
+        n_hi = tl.minimum((pid_m * BLOCK_M + BLOCK_M - 1) // per_sample, N - 1)
+        for smp in range(n_lo, n_hi + 1):
+            part = tl.sum(tl.where((n == smp)[:, None], kept, 0.0), axis=0) * INV_COUNT
+            tl.atomic_add(Out + smp * son + (g * OC + oc) * soc, part, mask=oc_ok)  # (N, channels): small
     else:
-        out_rows = n.to(tl.int64) * son + od.to(tl.int64) * sod + oh.to(tl.int64) * soh + ow.to(tl.int64) * sow
-    out = Out + out_rows[:, None] + chan.to(tl.int64) * soc
-    tl.store(out, acc.to(Out.dtype.element_ty), mask=pos_ok[:, None] & chan_ok)
+        if CONTIG_OUT:  # within a tile, one sample and consecutive positions
+            n0 = (pid_m * BLOCK_M) // (OD * OH * OW)
+            first = pid_m * BLOCK_M - n0 * (OD * OH * OW)
+            spatial = tl.max_contiguous(tl.multiple_of(first + tl.arange(0, BLOCK_M), BLOCK_M), BLOCK_M)
+            out_rows = n0.to(tl.int64) * son + spatial
+        else:
+            out_rows = n.to(tl.int64) * son + od.to(tl.int64) * sod + oh.to(tl.int64) * soh + ow.to(tl.int64) * sow
+        out = Out + out_rows[:, None] + chan.to(tl.int64) * soc
+        tl.store(out, acc.to(Out.dtype.element_ty), mask=pos_ok[:, None] & chan_ok)
 
 
 @triton.jit
@@ -379,6 +391,7 @@ def conv(
     epilogue: list[list[Any]] | None = None,
     vectors: Sequence[torch.Tensor] = (),
     config: dict[str, int] | None = None,
+    reduce: str | None = None,
 ) -> torch.Tensor:
     """``F.conv{1,2,3}d`` / ``F.conv_transpose{1,2,3}d`` (then ``activation``) through our kernels.
 
@@ -390,7 +403,11 @@ def conv(
     group) runs :func:`ks_conv_depthwise`, every other one :func:`ks_conv_fwd` (``config``: its launch
     parameters instead of :func:`launch_config`'s; ``{"DIRECT": True}``: fp32 rank-1 updates over the
     input as it is laid out, exact whatever ``precision``, for groups of few input channels).
+    ``reduce="mean"``: the result's mean over all spatial positions, ``(batch, channels)``, reduced in
+    the kernel (the convolution's output is never stored).
     """
+    if reduce not in (None, "mean"):
+        raise ValueError(f"reduce {reduce!r}: None or 'mean'")
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: one of {', '.join(PRECISIONS)}")
     if activation not in ACTIVATIONS:
@@ -408,9 +425,16 @@ def conv(
     c_g = c // groups
     out_g = weight.shape[1] if transposed else weight.shape[0] // groups
     space = [output_size(x5.shape[2 + i], k[i], s[i], p[i], d[i], transposed, op[i]) for i in range(3)]
-    out5 = torch.empty((n, out_g * groups, *space), dtype=x.dtype, device=x.device)
     fp32 = x.dtype == torch.float32
     depthwise = c_g == 1 and not transposed
+    if reduce and depthwise:  # the stencil kernel stores its output: reduced after it
+        full = conv(x, weight, bias, stride, padding, dilation, groups, False, 0, precision, activation, packed,
+                    epilogue, vectors, config)  # fmt: skip
+        return full.float().mean(dim=tuple(range(2, full.dim()))).to(x.dtype)
+    if reduce:  # (N, channels) fp32 sums, added into by every tile
+        out5 = torch.zeros((n, out_g * groups, 1, 1, 1), dtype=torch.float32, device=x.device)
+    else:
+        out5 = torch.empty((n, out_g * groups, *space), dtype=x.dtype, device=x.device)
     k_taps = k[0] * k[1] * k[2]
     cfg = {**launch_config(c_g, out_g, k_taps), **(config or {})}
     direct = bool(cfg.get("DIRECT")) and not depthwise
@@ -439,7 +463,7 @@ def conv(
     phases = s[0] * s[1] * s[2] if transposed else 1
     steps = [s[i] // math.gcd(s[i], d[i]) for i in range(3)]
     tiles = triton.cdiv(n * q[0] * q[1] * q[2], cfg["BLOCK_M"]) * triton.cdiv(out_g, cfg["BLOCK_N"])
-    contig = not transposed and (space[0] * space[1] * space[2]) % cfg["BLOCK_M"] == 0
+    contig = not transposed and not reduce and (space[0] * space[1] * space[2]) % cfg["BLOCK_M"] == 0
     wrap_triton(kernel)[(tiles, groups * phases)](
         x5, wp, bias if bias is not None else wp, out5, *flat,
         n, c_g, *x5.shape[2:],
@@ -447,13 +471,17 @@ def conv(
         *q,
         *common[0], *common[1], *common[2],
         *steps,
+        1.0 / (space[0] * space[1] * space[2]),
         KD=k[0], KH=k[1], KW=k[2],
         TRANSPOSED=transposed, FLAT_K=cfg["FLAT_K"], DIRECT=direct, HAS_BIAS=bias is not None,
         ACTIVATION=ACTIVATIONS[activation],
         PRECISION=("tf32" if precision == "tf32r" else precision) if fp32 else "ieee", CONTIG_OUT=contig,
+        REDUCE=1 if reduce else 0,
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )  # fmt: skip
+    if reduce:
+        return out5.reshape(n, out_g * groups).to(x.dtype)
     return out5.reshape(n, out_g * groups, *space[3 - dims :])
 
 
@@ -493,13 +521,14 @@ def _conv_op_body(
     precision: str,
     epilogue: str,
     vectors: list[torch.Tensor],
+    reduce: str,
 ) -> torch.Tensor:
     import json
 
     steps = json.loads(epilogue) if epilogue else None
     return conv(
         x, weight, bias, stride, padding, dilation, groups, transposed, output_padding, precision,
-        epilogue=steps, vectors=vectors,
+        epilogue=steps, vectors=vectors, reduce=reduce or None,
     )  # fmt: skip
 
 
@@ -527,15 +556,26 @@ def conv_nd(
     precision: str = "ieee",
     epilogue: str = "",
     vectors: Sequence[torch.Tensor] = (),
+    reduce: str = "",
+    keepdim: bool = False,
 ) -> torch.Tensor:
     """``torch.conv{1,2,3}d``'s signature through our kernel (what a rewritten graph node calls).
 
     ``epilogue``: JSON of the element-wise steps fused after it (:func:`epilogue_lines`), ``vectors`` their
-    per-channel operands.
+    per-channel operands. ``reduce="mean"``: then the mean over every spatial dimension (``keepdim`` as
+    ``torch.mean``'s), reduced in the kernel.
     """
     dims = input.dim() - 2
     s, p, d = (per_dim(v, dims) for v in (stride, padding, dilation))
-    return conv_op()(input, weight, bias, s, p, d, int(groups), False, [0] * dims, precision, epilogue, list(vectors))
+    out = conv_op()(
+        input, weight, bias, s, p, d, int(groups), False, [0] * dims, precision, epilogue, list(vectors), reduce
+    )
+    return _kept(out, dims, reduce, keepdim)
+
+
+def _kept(out: torch.Tensor, dims: int, reduce: str, keepdim: bool) -> torch.Tensor:
+    """A reduced ``(N, C)`` result with its ``dims`` spatial dimensions kept as ones when ``keepdim``."""
+    return out.reshape(*out.shape[:2], *([1] * dims)) if reduce and keepdim else out
 
 
 def conv_transpose_nd(
@@ -550,11 +590,14 @@ def conv_transpose_nd(
     precision: str = "ieee",
     epilogue: str = "",
     vectors: Sequence[torch.Tensor] = (),
+    reduce: str = "",
+    keepdim: bool = False,
 ) -> torch.Tensor:
     """``torch.conv_transpose{1,2,3}d``'s signature through our kernel (phase decomposition), as :func:`conv_nd`."""
     dims = input.dim() - 2
     s, p, op, d = (per_dim(v, dims) for v in (stride, padding, output_padding, dilation))
-    return conv_op()(input, weight, bias, s, p, d, int(groups), True, op, precision, epilogue, list(vectors))
+    out = conv_op()(input, weight, bias, s, p, d, int(groups), True, op, precision, epilogue, list(vectors), reduce)
+    return _kept(out, dims, reduce, keepdim)
 
 
 # ---------------------------------------------------------------- epilogues fused from the graph

@@ -468,7 +468,9 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
     not a floating tensor is left alone. ``precision``: the kernel's products for fp32 inputs. ``fuse``:
     the element-wise steps that follow a convolution, each the only user of the one before, with
     numbers or per-channel tensors as operands and the convolution's shape and dtype
-    (:func:`epilogue_step`), are computed in the kernel before its store (the graph loses those nodes).
+    (:func:`epilogue_step`), are computed in the kernel before its store (the graph loses those nodes);
+    a mean over every spatial dimension after them (:func:`_spatial_mean`) is reduced in the kernel,
+    which then stores only that mean.
     """
     import json
 
@@ -486,18 +488,24 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
         node.target = conv_transpose_nd if transposed else conv_nd
         node.kwargs = {**node.kwargs, "precision": precision}
         steps, vectors, chain = _epilogue_chain(node) if fuse else ([], [], [node])
+        keepdim = _spatial_mean(chain[-1]) if fuse else None
         what = f"{name} -> our implicit-GEMM Triton kernel ({precision})"
-        if steps:
+        if steps or keepdim is not None:
+            extra: dict[str, Any] = {"epilogue": json.dumps(steps), "vectors": vectors} if steps else {}
+            if keepdim is not None:  # the mean is reduced in the kernel: the convolution's output is never stored
+                chain.append(next(iter(chain[-1].users)))
+                extra |= {"reduce": "mean", "keepdim": keepdim}
             last = chain[-1]
             with gm.graph.inserting_before(last):
-                fused = gm.graph.call_function(
-                    node.target, node.args, {**node.kwargs, "epilogue": json.dumps(steps), "vectors": vectors}
-                )
+                fused = gm.graph.call_function(node.target, node.args, {**node.kwargs, **extra})
             fused.meta = dict(last.meta)
             last.replace_all_uses_with(fused)
             for old in reversed(chain):
                 gm.graph.erase_node(old)
-            what += f", with {' / '.join(s[0] for s in steps)} fused before its store"
+            if steps:
+                what += f", with {' / '.join(s[0] for s in steps)} fused before its store"
+            if keepdim is not None:
+                what += ", its spatial mean reduced in the kernel (the output is never stored)"
         done.append(what)
     if done:
         gm.recompile()
@@ -575,6 +583,40 @@ def epilogue_step(user: Any, cur: Any, out: Any, n_vectors: int) -> tuple[list[A
     if _per_channel(value, out):
         return [op, f"E{n_vectors}"], other
     return None
+
+
+_MEAN_POOLS = (F.adaptive_avg_pool1d, torch.adaptive_avg_pool1d, F.adaptive_avg_pool2d, F.adaptive_avg_pool3d)
+
+
+def _spatial_mean(node: Any) -> bool | None:
+    """``keepdim`` when ``node``'s only user is its mean over every spatial dimension, else None.
+
+    Taken: ``torch.mean`` / ``Tensor.mean`` over exactly the dimensions after the channels (no
+    ``dtype``), and adaptive average poolings to one position per dimension.
+    """
+    out = node.meta.get("example_value")
+    if len(node.users) != 1 or not isinstance(out, torch.Tensor) or out.dim() < 3:
+        return None
+    user = next(iter(node.users))
+    args, kwargs = list(user.args), dict(user.kwargs)
+    if not args or args[0] is not node:
+        return None
+    if user.op == "call_function" and user.target in _MEAN_POOLS:
+        size = args[1] if len(args) > 1 else kwargs.get("output_size")
+        sizes = [size] if isinstance(size, int) else list(size) if isinstance(size, (list, tuple)) else []
+        return True if sizes and all(v == 1 for v in sizes) else None
+    is_mean = (user.op == "call_function" and user.target is torch.mean) or (
+        user.op == "call_method" and user.target == "mean"
+    )
+    if not is_mean or kwargs.get("dtype") is not None or len(args) > 3:
+        return None
+    dim = args[1] if len(args) > 1 else kwargs.get("dim")
+    keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    dims = [dim] if isinstance(dim, int) else list(dim) if isinstance(dim, (list, tuple)) else None
+    if dims is None or not all(isinstance(d, int) for d in dims) or not isinstance(keepdim, bool):
+        return None
+    spatial = {d % out.dim() for d in dims}
+    return keepdim if spatial == set(range(2, out.dim())) and len(dims) == len(spatial) else None
 
 
 def _epilogue_chain(node: Any) -> tuple[list[list[Any]], list[Any], list[Any]]:

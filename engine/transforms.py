@@ -40,8 +40,9 @@ Each transform implements the method of the skill cards that name it (``transfor
   by phase decomposition, depthwise ones in fp32 multiply-adds), its products in ``tf32x3``, plus a capture in
   ``tf32r`` (TF32 rounded to nearest, as cuDNN) where the precision policy allows TF32 for the task (cuDNN
   keeps fp32 products on some shapes, so the reviewer keeps whichever stays correct). The element-wise tail
-  of each convolution in the graph is computed in the kernel before its store (``reformulate.conv_kernel_forms``);
-  Inductor fuses the rest into its own kernels. A later recapture keeps the form.
+  of each convolution in the graph is computed in the kernel before its store (``reformulate.conv_kernel_forms``),
+  and a mean over every spatial dimension after it is reduced in the kernel; Inductor fuses the rest into its
+  own kernels. A later recapture keeps the form.
 
 The reviewer judges every result like any other candidate; a transform only proposes.
 """

@@ -173,14 +173,14 @@ COMPILE = textwrap.dedent(
                                                    (True, False, True, "ieee", (1, 3, 3))):
         cfg = K.launch_config(3 if flat else 64, 64, k[0] * k[1] * k[2])
         consts = {"KD": k[0], "KH": k[1], "KW": k[2], "TRANSPOSED": transposed, "FLAT_K": flat,
-                  "DIRECT": direct, "HAS_BIAS": True,
+                  "DIRECT": direct, "REDUCE": int(transposed), "HAS_BIAS": True,
                   "ACTIVATION": 1, "PRECISION": precision, "CONTIG_OUT": not transposed,
                   "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"]}
         compiled = build(K.ks_conv_fwd, consts, ptrs, cfg["num_warps"], cfg["num_stages"])
         print("OK", transposed, flat, direct, compiled.metadata.shared)
 
     kernel = K.epilogue_kernel([["add", "E0"], ["mish"], ["clamp", 0.0, 1.0]], 1)  # a generated epilogue kernel
-    consts.update(TRANSPOSED=False, FLAT_K=False, DIRECT=False, PRECISION="tf32")
+    consts.update(TRANSPOSED=False, FLAT_K=False, DIRECT=False, REDUCE=0, PRECISION="tf32")
     build(kernel, consts, ptrs)
     print("OK epilogue")
     dw = {"KD": 1, "KH": 3, "KW": 7, "HAS_BIAS": True, "ACTIVATION": 0, "BLOCK": 512}
@@ -384,3 +384,64 @@ def test_every_form_on_the_gpu():
         want = fn(_to_tf32(x).double() if rounded else x.double(), _to_tf32(w).double() if rounded else w.double(),
                   stride=stride, padding=1, groups=groups)  # fmt: skip
         torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_spatial_mean_is_reduced_in_the_kernel():
+    torch.manual_seed(13)
+    x, w, b = _inputs(CASES["2d-grouped"], transposed=False, seed=13)
+    got = conv(x, w, b, padding=1, groups=4, epilogue=[["gelu"]], reduce="mean")
+    want = F.gelu(F.conv2d(x.double(), w.double(), b.double(), padding=1, groups=4)).mean((2, 3))
+    assert got.shape == (2, 12)
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6)
+    *case, out_pad = TRANSPOSED_CASES["3d-stride2"]  # tiles span several samples: one add per sample
+    dims, _, _, _, s, p, d, g, _ = case
+    x, w, b = _inputs(case, transposed=True, seed=14)
+    got = conv(x, w, b, s, p, d, g, transposed=True, output_padding=out_pad, reduce="mean")
+    want = F.conv_transpose3d(x.double(), w.double(), b.double(), s, p, out_pad, g, d).mean((2, 3, 4))
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6)
+    x, w, b = _inputs(CASES["2d-depthwise"], transposed=False, seed=15)  # the stencil: reduced after it
+    got = conv(x, w, b, padding=1, groups=6, reduce="mean")
+    want = F.conv2d(x.double(), w.double(), b.double(), padding=1, groups=6).mean((2, 3))
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="reduce"):
+        conv(x, w, reduce="max")
+
+
+class _Means(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.b = torch.nn.ConvTranspose3d(3, 4, 3, stride=2, padding=1)
+        self.c = torch.nn.Conv1d(3, 5, 3)
+        self.pool = torch.nn.AdaptiveAvgPool2d(1)
+
+    def forward(self, x, v, u):
+        first = self.pool(F.gelu(self.a(x)))  # (N, 8, 1, 1)
+        second = (self.b(v) * 2.0).mean([2, 3, -1], keepdim=True)
+        third = self.c(u).mean(-1)  # (N, 5)
+        partial = self.a(x).mean(2)  # not every spatial dimension: stored, then reduced by PyTorch
+        return first, second, third, partial
+
+
+def test_a_mean_over_space_after_the_tail_is_fused_into_the_kernel():
+    from kernelskill.engine.reformulate import conv_kernel_forms
+
+    torch.manual_seed(16)
+    model = _Means().eval()
+    inputs = (torch.randn(2, 3, 6, 5), torch.randn(2, 3, 3, 4, 3), torch.randn(2, 3, 9))
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(conv_kernel_forms(gm, "ieee"))
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
+        want = model(*inputs)
+    reduced = [w for w in seen[0] if "spatial mean reduced in the kernel" in w]
+    assert len(seen[0]) == 4 and len(reduced) == 3, seen
+    assert "gelu fused before its store" in reduced[0] and "mul fused" in reduced[1]
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
