@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -129,11 +129,7 @@ def planner_from_text(text: str) -> PlannerVerdict | None:
     Returns:
         The verdict, or None when the reply names no skill.
     """
-    fields = _json_fields(text, _PLANNER_LABELS, "skill_id") or _labelled_fields(text, _PLANNER_LABELS)
-    skill_id = _skill_id(fields.get("skill_id", ""))
-    if not skill_id:
-        chosen = _CHOSEN.search(_prose(text))
-        skill_id = chosen.group(1).lower() if chosen else ""
+    fields, skill_id = _planner_fields(text, _skill_id, str.lower)
     if not skill_id:
         return None
     return PlannerVerdict(**{**fields, "skill_id": skill_id})
@@ -150,14 +146,25 @@ def method_from_text(text: str) -> MethodVerdict | None:
     Returns:
         The verdict, or None when the reply names no method.
     """
-    fields = _json_fields(text, _PLANNER_LABELS, "skill_id") or _labelled_fields(text, _PLANNER_LABELS)
-    name = method_name(fields.get("skill_id", ""))
-    if not name:
-        chosen = _CHOSEN.search(_prose(text))
-        name = method_name(chosen.group(1)) if chosen else ""
+    fields, name = _planner_fields(text, method_name, method_name)
     if not name:
         return None
     return MethodVerdict(**{**fields, "skill_id": name})
+
+
+def _planner_fields(
+    text: str, named: Callable[[str], str], chosen_named: Callable[[str], str]
+) -> tuple[dict[str, str], str]:
+    """A planner reply's fields and the id it names, else "".
+
+    The id: ``named`` of its skill field, else ``chosen_named`` of what its prose says it chose.
+    """
+    fields = _json_fields(text, _PLANNER_LABELS, "skill_id") or _labelled_fields(text, _PLANNER_LABELS)
+    name = named(fields.get("skill_id", ""))
+    if not name:
+        chosen = _CHOSEN.search(_prose(text))
+        name = chosen_named(chosen.group(1)) if chosen else ""
+    return fields, name
 
 
 def method_name(value: str) -> str:
