@@ -6,6 +6,7 @@ LEVEL ?= 1
 LIMIT ?= 0
 TASKS ?=
 GPUS ?=
+CLUSTER ?=
 EVAL_FLAGS ?=
 PYTEST_FLAGS ?=
 
@@ -18,8 +19,8 @@ setup: ## Create .venv and install everything (torch 2.13.0 CPU wheel first, pin
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -c constraints.txt -e ".[test,studio]"
-	@$(PY) -c "import torch, triton, langgraph, chromadb; print('installed: torch', torch.__version__, '| triton', triton.__version__)"
+	$(PY) -m pip install -q -c constraints.txt -e ".[test,studio,cluster]"
+	@$(PY) -c "import torch, triton, langgraph, chromadb, ray, psycopg; print('installed: torch', torch.__version__, '| triton', triton.__version__)"
 
 test: ## Run the test suite (GPU and live-model tests skip with a reason)
 	$(PY) -m pytest $(PYTEST_FLAGS)
@@ -34,8 +35,8 @@ lint: ## ruff + mypy
 demo: ## Whole graph on CPU, one bundled task, SCRIPTED model (no endpoint needed)
 	$(KS) demo
 
-eval: ## Run the suite: make eval LEVEL=2 [TASKS=DIR] [LIMIT=K] [GPUS=0,1] [EVAL_FLAGS=...]
-	$(KS) eval --level $(LEVEL) --limit $(LIMIT) $(if $(TASKS),--tasks $(TASKS)) $(if $(GPUS),--gpus $(GPUS)) $(EVAL_FLAGS)
+eval: ## Run the suite: make eval LEVEL=2 [TASKS=DIR] [LIMIT=K] [GPUS=0,1 | CLUSTER=ray[://HOST:PORT]] [EVAL_FLAGS=...]
+	$(KS) eval --level $(LEVEL) --limit $(LIMIT) $(if $(TASKS),--tasks $(TASKS)) $(if $(GPUS),--gpus $(GPUS)) $(if $(CLUSTER),--cluster $(CLUSTER)) $(EVAL_FLAGS)
 
 benchmarks: ## Reproduce docs/benchmarks.md on a CUDA machine: make benchmarks [KB=DIR] [GPUS=0,0] [BENCH=bench]
 	KS=$(KS) PY=$(PY) GPUS=$(or $(GPUS),0) BENCH=$(or $(BENCH),bench) KB=$(KB) bash evals/benchmarks.sh

@@ -60,7 +60,9 @@ def build_summary(out: Path, price_in: float | None = None, price_out: float | N
         "max_rounds": (meta.get("context") or {}).get("max_rounds"),
         "device": (meta.get("context") or {}).get("device"),
         "task_timeout_s": meta.get("task_timeout_s"),
-        "workers": workers_line([str(s.get("gpus", "")) for s in launches_of(meta)]),
+        "workers": workers_line(
+            [str(s.get("gpus", "")) for s in launches_of(meta)], [s.get("cluster") for s in launches_of(meta)]
+        ),
         "prices": prices,
         "elapsed_s": sum(float(s.get("elapsed_s") or 0) for s in launches_of(meta)),
         "partial": overall["pending"] > 0,
@@ -169,12 +171,15 @@ def launches_of(meta: dict[str, Any]) -> list[dict[str, Any]]:
     return list(meta.get("launches") or meta.get("sessions") or [])
 
 
-def workers_line(launches: list[str]) -> str:
-    """How the launches of an eval spread its tasks: workers per GPU, and whether GPUs were shared."""
+def workers_line(launches: list[str], clusters: list[str | None] | None = None) -> str:
+    """How the launches of an eval spread its tasks: workers per GPU, whether GPUs were shared, or the Ray cluster."""
     seen = []
-    for gpus in launches:
+    for i, gpus in enumerate(launches):
         ids = [g.strip() for g in gpus.split(",") if g.strip()]
-        if not ids:
+        cluster = clusters[i] if clusters and i < len(clusters) else None
+        if cluster:
+            text = f"Ray tasks on cluster {cluster}"
+        elif not ids:
             text = "one worker, default device"
         else:
             per = {g: ids.count(g) for g in dict.fromkeys(ids)}

@@ -12,7 +12,8 @@ resumes the run. With several GPU workers each gets its own share of the CPU cor
 (``KERNELSKILL_CPUS``): a task's compile pool then never competes with another GPU's timing loop.
 A GPU named more than once (``--gpus 0,0,0``) runs that many workers on it; they share its lock
 (:mod:`kernelskill.runner.gpu_share`): kernels of several tasks may run at once, but every timing of
-record holds the GPU alone.
+record holds the GPU alone. With ``cluster`` set (``--cluster ray[://ADDRESS]``) the same jobs run
+as Ray tasks on any node of a cluster (:mod:`kernelskill.evals.cluster`), one task per GPU.
 """
 
 from __future__ import annotations
@@ -229,6 +230,8 @@ def context_flags(ctx: Context) -> list[str]:
         flags += ["--model", ctx.model]
     flags += ["--rounds", str(ctx.max_rounds), "--device", ctx.device, "--engine", ctx.engine]
     flags += ["--precision", ctx.precision, "--kernels", ctx.kernels, "--memory", ctx.memory]
+    if ctx.postgres():
+        flags += ["--checkpointer", ctx.checkpointer]
     return flags
 
 
@@ -296,6 +299,8 @@ def resume_command(
         parts += ["--limit", str(limit)]
     if gpus:
         parts += ["--gpus", gpus]
+    if ctx.cluster:
+        parts += ["--cluster", ctx.cluster]
     parts += context_flags(ctx) + ["--task-timeout", f"{timeout_s:g}", "--out", str(out)]
     return shlex.join(parts)
 
@@ -405,17 +410,34 @@ def _save_meta(
     write_json(out / "eval.json", meta)
 
 
-def _add_launch(out: Path, started: float, interrupted: bool, gpus: str) -> None:
+def _add_launch(out: Path, started: float, interrupted: bool, gpus: str, cluster: str = "") -> None:
     meta = read_meta(out)
-    meta.setdefault("launches", []).append(  # _save_meta moved an older eval.json's "sessions" here
-        {
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-            "elapsed_s": time.time() - started,
-            "interrupted": interrupted,
-            "gpus": gpus,
-        }
-    )
+    launch: dict[str, Any] = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+        "elapsed_s": time.time() - started,
+        "interrupted": interrupted,
+        "gpus": gpus,
+    }
+    if cluster:
+        launch["cluster"] = cluster
+    meta.setdefault("launches", []).append(launch)  # _save_meta moved an older eval.json's "sessions" here
     write_json(out / "eval.json", meta)
+
+
+def _ray_launcher(ctx: Context, out: Path) -> Launch:
+    """The launcher of ``--cluster``: Ray tasks asking for a GPU unless the candidates run on the CPU."""
+    from kernelskill.skills_kb.outcomes import outcomes_path
+
+    from .cluster import RayLauncher
+
+    store = "" if ctx.postgres() else outcomes_path(out / "runs" / "task")
+    return RayLauncher(
+        ctx.cluster,
+        out,
+        gpu={"cpu": False, "cuda": True}.get(ctx.device),
+        forward_env=[ctx.api_key_env],
+        outcomes_store=store,
+    )
 
 
 def run_eval(
@@ -446,7 +468,8 @@ def run_eval(
         task_timeout_s: wall-time limit of one task launch.
         price_in: USD per 1M input tokens, for the cost estimate (saved in eval.json).
         price_out: USD per 1M output tokens.
-        launch: runs one task job; default :class:`SubprocessLauncher`.
+        launch: runs one task job; default :class:`SubprocessLauncher`, or with ``ctx.cluster`` a
+            :class:`~kernelskill.evals.cluster.RayLauncher` (one worker per slot it reports).
         retry_timeouts: run the tasks that timed out in an earlier launch again (they resume from
             their checkpoint with a fresh limit); by default a timeout is final.
         rerun: comma-separated glob patterns over task keys (``L1-46*,L3-0[36]*``): those tasks start
@@ -457,19 +480,23 @@ def run_eval(
         The summary, with ``"interrupted": True`` when Ctrl-C stopped the run.
 
     Raises:
-        ValueError: on an unusable task selection (see :func:`~kernelskill.evals.suite.select_tasks`), or
-            when ``out`` was run under other precision / kernel-origin policies or another memory setting.
+        ValueError: on an unusable task selection (see :func:`~kernelskill.evals.suite.select_tasks`),
+            when ``out`` was run under other precision / kernel-origin policies or another memory setting,
+            or when ``gpus`` and ``ctx.cluster`` are both given (Ray places the tasks).
     """
     from kernelskill.runs import runs_root
 
+    if ctx.cluster and gpus:
+        raise ValueError("--gpus names this host's GPUs; with --cluster Ray places the tasks: drop --gpus")
     specs = select_tasks(list(levels), tasks_dir, limit)
     out = Path(out) if out else runs_root() / f"eval-L{'-'.join(map(str, levels))}-{time.strftime('%Y%m%d-%H%M%S')}"
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     _save_meta(out, specs, levels, tasks_dir, limit, gpus, ctx, task_timeout_s, price_in, price_out)
     hint = resume_command(levels, tasks_dir, limit, gpus, ctx, task_timeout_s, out)
-    launcher = launch or SubprocessLauncher()
-    workers = [g.strip() for g in gpus.split(",") if g.strip()] or [""]
+    launcher = launch or (_ray_launcher(ctx, out) if ctx.cluster else SubprocessLauncher())
+    slots = getattr(launcher, "slots", None)
+    workers = [""] * slots() if callable(slots) else [g.strip() for g in gpus.split(",") if g.strip()] or [""]
     shares = cpu_shares(len(workers))
     shared_gpus = {g for g in workers if g and workers.count(g) > 1}
     todo: queue.Queue[TaskSpec] = queue.Queue()
@@ -538,7 +565,11 @@ def run_eval(
             kill_all()
         for t in threads:
             t.join(timeout=30)
-    _add_launch(out, started, interrupted, gpus)
+    finally:
+        close = getattr(launcher, "close", None)
+        if callable(close):
+            close()
+    _add_launch(out, started, interrupted, gpus, ctx.cluster)
     summary = rebuild(out)
     _say(console, summary_markdown(summary))
     _say(console, f"summary: {out / 'summary.md'}")

@@ -26,6 +26,8 @@ CHOICES = {
     "kernels": ("any", "custom"),
     "memory": ("full", "no-long-term", "no-short-term", "none"),
 }
+# URL schemes of a Postgres checkpointer
+POSTGRES_SCHEMES = ("postgres://", "postgresql://")
 # what each memory setting keeps: (long-term, short-term)
 MEMORIES = {"full": (True, True), "no-long-term": (False, True), "no-short-term": (True, False), "none": (False, False)}
 
@@ -191,6 +193,21 @@ class Context(BaseSettings):
         default="",
         description=("Chroma directory of the skills index (default ~/.cache/kernelskill)."),
     )
+    checkpointer: str = Field(
+        default="sqlite",
+        description=(
+            "Where checkpoints go: sqlite (checkpoints.sqlite in the run directory) or a postgres:// URL (one database "
+            "for every run and host; the skill outcomes then go there too)."
+        ),
+    )
+    cluster: str = Field(
+        default="",
+        description=(
+            "Where `eval` runs its tasks: empty = this host's process pool; ray = a local Ray instance (started, or "
+            "the one already running here); auto = the Ray cluster this node belongs to; ray://HOST:PORT = a Ray "
+            "cluster through Ray Client."
+        ),
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -212,6 +229,24 @@ class Context(BaseSettings):
         if value not in allowed:
             raise ValueError(f"{info.field_name} must be one of {', '.join(allowed)}, not {value!r}")
         return value
+
+    @field_validator("checkpointer", mode="before")
+    @classmethod
+    def _checkpointer(cls, value: Any) -> Any:
+        if value != "sqlite" and not str(value).startswith(POSTGRES_SCHEMES):
+            raise ValueError(f"checkpointer must be sqlite or a postgres://... URL, not {value!r}")
+        return value
+
+    @field_validator("cluster", mode="before")
+    @classmethod
+    def _cluster(cls, value: Any) -> Any:
+        if value not in ("", "ray", "auto") and not (str(value).startswith("ray://") and len(str(value)) > 6):
+            raise ValueError(f"cluster must be empty, ray, auto or ray://HOST:PORT, not {value!r}")
+        return value
+
+    def postgres(self) -> str:
+        """The Postgres URL of the checkpointer (and the outcome store), or "" with SQLite."""
+        return "" if self.checkpointer == "sqlite" else self.checkpointer
 
     def role_model(self, role: str) -> str:
         """The model name for ``role`` (its own override, else the shared one)."""

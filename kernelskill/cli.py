@@ -10,7 +10,16 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from kernelskill.cli_common import Kernels, Memory, Precision, check_endpoint, check_mode, console, context_or_exit
+from kernelskill.cli_common import (
+    Checkpointer,
+    Kernels,
+    Memory,
+    Precision,
+    check_endpoint,
+    check_mode,
+    console,
+    context_or_exit,
+)
 
 app = typer.Typer(
     rich_markup_mode=None, help="Turn a PyTorch module into verified, faster Triton kernels.", no_args_is_help=True
@@ -114,6 +123,7 @@ def optimize(
     precision: Precision = None,
     kernels: Kernels = None,
     memory: Memory = None,
+    checkpointer: Checkpointer = None,
 ) -> None:
     """Optimize one task; prints the thread id, progress and the final report."""
     from kernelskill.runner.taskfile import TaskFileError, load_task_module
@@ -132,6 +142,7 @@ def optimize(
         precision=precision,
         kernels=kernels,
         memory=memory,
+        checkpointer=checkpointer,
         model=model,
         base_url=base_url,
         scripted=scripted,

@@ -73,6 +73,14 @@ Memory = Annotated[
     ),
 ]
 
+Checkpointer = Annotated[
+    str | None,
+    typer.Option(
+        help="sqlite (default: checkpoints.sqlite in the run directory) | postgres://USER@HOST/DB: one database for "
+        "every run and host, the skill outcomes included."
+    ),
+]
+
 
 def context_or_exit(config: Path | None = None, **values: Any) -> Any:
     """:func:`load_context`, or exit 2 with the configuration error in one sentence."""

@@ -7,7 +7,16 @@ from typing import Annotated
 
 import typer
 
-from kernelskill.cli_common import Kernels, Memory, Precision, check_endpoint, check_mode, console, context_or_exit
+from kernelskill.cli_common import (
+    Checkpointer,
+    Kernels,
+    Memory,
+    Precision,
+    check_endpoint,
+    check_mode,
+    console,
+    context_or_exit,
+)
 
 eval_app = typer.Typer(
     rich_markup_mode=None,
@@ -74,6 +83,14 @@ def eval_cmd(
     precision: Precision = None,
     kernels: Kernels = None,
     memory: Memory = None,
+    checkpointer: Checkpointer = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            help="Run the tasks on Ray instead of this host's process pool: ray (a local Ray), auto (the cluster "
+            "this node belongs to) or ray://HOST:PORT (an existing cluster through Ray Client); one GPU per task."
+        ),
+    ] = None,
 ) -> None:
     """Run the optimizer over a task suite and summarize (resumable: `--out DIR` again skips finished tasks)."""
     if typer_ctx.invoked_subcommand is not None:
@@ -100,6 +117,8 @@ def eval_cmd(
         precision=precision,
         kernels=kernels,
         memory=memory,
+        checkpointer=checkpointer,
+        cluster=cluster,
     )
     check_mode(ctx)
     check_endpoint(ctx)

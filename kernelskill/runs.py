@@ -1,9 +1,11 @@
-"""Run directories: create, execute with a SQLite checkpointer and progress, resume, report.
+"""Run directories: create, execute with a checkpointer and progress, resume, report.
 
 Layout of one run (``runs/<thread-id>/``)::
 
     run.json            task path and the full run configuration (resume re-reads it)
-    checkpoints.sqlite  LangGraph checkpoints, written synchronously after every node
+    checkpoints.sqlite  LangGraph checkpoints, written synchronously after every node (with
+                        ``checkpointer = postgres://...`` they go to that database instead, under the
+                        run's own ``checkpoint_thread``, see :mod:`kernelskill.checkpoints`)
     events.jsonl        one line per finished node (time, node, round, summary, pid)
     candidates/         every candidate's source, request, result and log
     best.py             the best correct ModelNew source
@@ -15,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,11 +40,12 @@ class Run:
     dir: Path
     task_path: str
     context: Context
+    checkpoint_thread: str = ""  # the thread in a shared (Postgres) checkpointer; "" = thread_id
 
     @property
     def config(self) -> dict[str, Any]:
         """LangGraph config selecting this run's thread."""
-        return {"configurable": {"thread_id": self.thread_id}, "recursion_limit": 500}
+        return {"configurable": {"thread_id": self.checkpoint_thread or self.thread_id}, "recursion_limit": 500}
 
 
 class RunError(RuntimeError):
@@ -57,10 +59,13 @@ def new_run(task_path: str | Path, ctx: Context, root: Path | None = None, threa
     run_dir = (root or runs_root()) / tid
     run_dir.mkdir(parents=True, exist_ok=True)
     ctx.run_dir = str(run_dir.resolve())
-    (run_dir / "run.json").write_text(
-        json.dumps({"thread_id": tid, "task_path": str(task), "context": ctx.to_dict()}, indent=2)
-    )
-    return Run(tid, run_dir, str(task), ctx)
+    # one database holds the checkpoints of every eval and host: a run's thread there is unique to it
+    checkpoint = f"{tid}-{secrets.token_hex(8)}" if ctx.postgres() else ""
+    meta = {"thread_id": tid, "task_path": str(task), "context": ctx.to_dict()}
+    if checkpoint:
+        meta["checkpoint_thread"] = checkpoint
+    (run_dir / "run.json").write_text(json.dumps(meta, indent=2))
+    return Run(tid, run_dir, str(task), ctx, checkpoint)
 
 
 def load_run(thread_id: str, root: Path | None = None) -> Run:
@@ -70,7 +75,8 @@ def load_run(thread_id: str, root: Path | None = None) -> Run:
         if (d / "run.json").is_file():
             meta = json.loads((d / "run.json").read_text())
             saved = {k: v for k, v in meta["context"].items() if k in Context.model_fields}  # keys since removed
-            return Run(meta["thread_id"], d, meta["task_path"], Context(**saved))
+            saved["run_dir"] = str(d.resolve())  # where it is now (copied to another host, or moved)
+            return Run(meta["thread_id"], d, meta["task_path"], Context(**saved), meta.get("checkpoint_thread", ""))
     raise RunError(f"no run {thread_id!r} under {root or runs_root()} (looked for run.json)")
 
 
@@ -120,13 +126,11 @@ ProgressFn = Callable[[str, str, str], None]  # (event, node, message)
 
 def execute(run: Run, resume: bool = False, progress: ProgressFn | None = None) -> State:
     """Run (or resume) the graph to completion; returns the final state and writes the report."""
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
+    from kernelskill.checkpoints import open_checkpointer
     from kernelskill.graph.builder import builder
 
-    conn = sqlite3.connect(str(run.dir / "checkpoints.sqlite"), check_same_thread=False)
-    try:
-        graph = builder.compile(checkpointer=SqliteSaver(conn))
+    with open_checkpointer(run.dir, run.context.postgres()) as saver:
+        graph = builder.compile(checkpointer=saver)
         snapshot = graph.get_state(run.config)
         started = bool(snapshot.values)
         if resume and not started:
@@ -166,8 +170,6 @@ def execute(run: Run, resume: bool = False, progress: ProgressFn | None = None) 
             finally:
                 events.close()
         final: State = graph.get_state(run.config).values
-    finally:
-        conn.close()
     from kernelskill.report import write_report
 
     write_report(run, final)
