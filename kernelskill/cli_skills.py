@@ -101,11 +101,13 @@ def _read_json(path: Path, key: str) -> dict[str, Any]:
     return data
 
 
-def _default_store() -> Path:
+def _default_store() -> str:
+    """The configured checkpointer's Postgres database when there is one, else the JSONL store of the runs root."""
+    from kernelskill.cli_common import context_or_exit
     from kernelskill.runs import runs_root
     from kernelskill.skills_kb.outcomes import outcomes_path
 
-    return outcomes_path(root=runs_root())
+    return context_or_exit().postgres() or str(outcomes_path(root=runs_root()))
 
 
 @skills_app.command("explain")
@@ -116,7 +118,9 @@ def skills_explain(
     ] = None,
     rank: Annotated[bool, typer.Option(help="Also rank the allowed skills as the planner does.")] = False,
     task: Annotated[Path | None, typer.Option(help="Reference task file, to describe the situation.")] = None,
-    store: Annotated[Path | None, typer.Option(help="Outcome store for the priors (with --rank).")] = None,
+    store: Annotated[
+        str | None, typer.Option(help="Outcome store for the priors (with --rank): a JSONL file or a postgres:// URL.")
+    ] = None,
 ) -> None:
     """Print the decision policy's trace for a metrics file: class, rule, numbers, tier, skills."""
     from kernelskill.skills_kb.explain import explain_decision
@@ -158,19 +162,27 @@ def skills_explain(
 @skills_app.command("stats")
 def skills_stats(
     store: Annotated[
-        Path | None,
-        typer.Option(help="Outcome store (default $KERNELSKILL_SKILL_OUTCOMES or <runs dir>/skill_outcomes.jsonl)."),
+        str | None,
+        typer.Option(
+            help="Outcome store: a JSONL file or a postgres:// URL (default: the database of a Postgres "
+            "checkpointer, else $KERNELSKILL_SKILL_OUTCOMES or <runs dir>/skill_outcomes.jsonl)."
+        ),
     ] = None,
 ) -> None:
     """Print the per-skill priors learned from earlier rounds (GPU-timed rounds only count)."""
     from kernelskill.skills_kb.explain import priors_table
-    from kernelskill.skills_kb.outcomes import read_outcomes
+    from kernelskill.skills_kb.outcomes import open_store
     from kernelskill.skills_kb.priors import summarize
 
-    path = store or _default_store()
-    records = read_outcomes(path)
+    outcomes = open_store(store or _default_store())
+    try:
+        records = outcomes.read()
+    except Exception as e:  # an unreachable database: one sentence, exit 2
+        console.print(f"cannot read the outcome store {outcomes.describe()}: {type(e).__name__}: {e}", markup=False)
+        raise typer.Exit(2) from None
     informative = sum(bool(r.get("informative")) for r in records)
-    console.print(f"store {path}: {len(records)} round(s) recorded, {informative} GPU-timed", markup=False)
+    where = outcomes.describe()
+    console.print(f"store {where}: {len(records)} round(s) recorded, {informative} GPU-timed", markup=False)
     if not records:
         console.print("no outcomes yet: priors are neutral (win rate 0.50 for every skill)")
         return

@@ -46,7 +46,7 @@ from kernelskill.graph.search import parent_of
 from kernelskill.graph.state import Plan, State
 from kernelskill.skills_kb.index import open_index
 from kernelskill.skills_kb.library import default_library
-from kernelskill.skills_kb.outcomes import outcomes_path
+from kernelskill.skills_kb.outcomes import store_for
 from kernelskill.skills_kb.policy import Decision, card_applies, decide, load_policy
 from kernelskill.skills_kb.priors import load_priors
 from kernelskill.skills_kb.ranking import Ranked, rank
@@ -105,7 +105,7 @@ def planner(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     task = state.get("task") or {}
     query = describe_situation(decision, features, task.get("name", ""), task.get("source", ""))
     hits = open_index(ctx.skills_db).search(query, k=len(open_ids), among=open_ids)
-    priors = load_priors(outcomes_path(run_dir(ctx)))
+    priors = load_priors(store_for(run_dir(ctx), ctx.postgres()))
     ranked = rank(decision, {h.skill_id: h.similarity for h in hits}, priors, load_policy().prior_weight, failed)
     trace.append("ranking: " + "; ".join(f"{i + 1}. {r.describe()}" for i, r in enumerate(ranked[:SHOWN])))
     top = ranked[0]
@@ -219,7 +219,7 @@ def _offline_plan(
     allowed = [s for s in open_ids if s in usable]
     if skipped:
         trace.append("offline: not applicable: " + "; ".join(sorted(skipped)))
-    priors = load_priors(outcomes_path(run_dir(ctx)))
+    priors = load_priors(store_for(run_dir(ctx), ctx.postgres()))
     if allowed:
         ranked = rank(decision, {}, priors, load_policy().prior_weight, set(decision.allowed) - set(allowed))
         top, why = ranked[0], f"offline: deterministic skill allowed by the policy; {_why(ranked[0])}"

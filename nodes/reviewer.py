@@ -205,7 +205,7 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             # says nothing of the skill; without long-term memory the store is neither read nor written
             from kernelskill.skills_kb.outcomes import record_round
 
-            record_round(run_dir(ctx), state, review, improved)
+            record_round(run_dir(ctx), state, review, improved, ctx.postgres())
     if "started_at" in state:
         update["elapsed_s"] = round(time.time() - state["started_at"], 3)
     update["time_left_s"] = deadline.left()

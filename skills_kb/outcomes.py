@@ -5,6 +5,11 @@ before and after, improved or not, success or failure, timing kind) to ``skill_o
 the runs root, i.e. next to the run directories (``<parent of the run dir>/skill_outcomes.jsonl``),
 or to ``$KERNELSKILL_SKILL_OUTCOMES``. :mod:`.priors` summarizes the store into per-skill priors.
 
+Two backends behind one interface (:class:`OutcomeStore`): the JSONL file above (the default), and,
+when the checkpointer is a ``postgres://`` URL, one table in that database
+(:class:`PostgresStore`), shared by every run and host: each record is one ``INSERT`` (concurrent
+writers are the database's business), read back in insertion order.
+
 Only GPU-timed rounds (``timing_kind == "cuda_events"``) are *informative*: interpreter timings
 say nothing about speed, so those rounds are recorded but marked ``informative: false``. Each
 record is one ``write`` of one short line in append mode, so parallel eval workers sharing the
@@ -17,11 +22,14 @@ import json
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 OUTCOMES_FILE = "skill_outcomes.jsonl"
 OUTCOMES_ENV = "KERNELSKILL_SKILL_OUTCOMES"
+POSTGRES_TABLE = "kernelskill_skill_outcomes"
+_TABLE_LOCK = 0x6B736F75  # pg_advisory_lock key held while the table is created
 
 
 def outcomes_path(run_dir: str | Path | None = None, *, root: str | Path | None = None) -> Path:
@@ -93,17 +101,19 @@ def append_outcome(path: str | Path, record: Mapping[str, Any]) -> None:
         f.write(line)
 
 
-def record_round(run_dir: str | Path, state: Mapping[str, Any], review: Mapping[str, Any], improved: bool) -> bool:
-    """Record a finished round in the store next to ``run_dir``; never raises (False when not written).
+def record_round(
+    run_dir: str | Path, state: Mapping[str, Any], review: Mapping[str, Any], improved: bool, postgres: str = ""
+) -> bool:
+    """Record a finished round in the run's store (:func:`store_for`); never raises (False when not written).
 
-    Long-term memory is best effort: an unwritable store (OSError) or an odd state must never fail
-    the review that produced the outcome, so every exception ends here.
+    Long-term memory is best effort: an unwritable store (OSError), an unreachable database or an odd
+    state must never fail the review that produced the outcome, so every exception ends here.
     """
     try:
         record = round_record(state, review, improved, run=Path(run_dir).name)
         if record is None:
             return False
-        append_outcome(outcomes_path(run_dir), record)
+        store_for(run_dir, postgres).append(record)
     except Exception:  # noqa: BLE001 - see the docstring
         return False
     return True
@@ -124,3 +134,106 @@ def read_outcomes(path: str | Path) -> list[dict[str, Any]]:
         if isinstance(rec, dict) and rec.get("skill_id"):
             records.append(rec)
     return records
+
+
+def _well_formed(records: list[Any]) -> list[dict[str, Any]]:
+    return [r for r in records if isinstance(r, dict) and r.get("skill_id")]
+
+
+class OutcomeStore(Protocol):
+    """Where outcome records go and come from."""
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        """Add one record."""
+        ...
+
+    def read(self) -> list[dict[str, Any]]:
+        """Every well-formed record, oldest first."""
+        ...
+
+    def describe(self) -> str:
+        """Where the store is, for messages (no password)."""
+        ...
+
+
+@dataclass
+class JsonlStore:
+    """The default store: one JSON line per record in a file."""
+
+    path: Path
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        """Append one line (see :func:`append_outcome`)."""
+        append_outcome(self.path, record)
+
+    def read(self) -> list[dict[str, Any]]:
+        """See :func:`read_outcomes`."""
+        return read_outcomes(self.path)
+
+    def describe(self) -> str:
+        """The file's path."""
+        return str(self.path)
+
+
+@dataclass
+class PostgresStore:
+    """One table (``kernelskill_skill_outcomes``: id, time written, the record as JSONB) in a Postgres database."""
+
+    url: str
+    _ready: bool = field(default=False, repr=False)
+
+    def _connect(self) -> Any:
+        import psycopg
+
+        return psycopg.connect(self.url, autocommit=True)
+
+    def _setup(self, conn: Any) -> None:
+        if self._ready:
+            return
+        conn.execute("SELECT pg_advisory_lock(%s)", (_TABLE_LOCK,))  # concurrent CREATE TABLEs can collide
+        try:
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {POSTGRES_TABLE} (id BIGSERIAL PRIMARY KEY, "
+                "written TIMESTAMPTZ NOT NULL DEFAULT now(), record JSONB NOT NULL)"
+            )
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_TABLE_LOCK,))
+        self._ready = True
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        """Insert one record."""
+        from psycopg.types.json import Jsonb
+
+        with self._connect() as conn:
+            self._setup(conn)
+            conn.execute(f"INSERT INTO {POSTGRES_TABLE} (record) VALUES (%s)", (Jsonb(dict(record)),))
+
+    def read(self) -> list[dict[str, Any]]:
+        """Every record, in insertion order (an empty list before the first write)."""
+        with self._connect() as conn:
+            self._setup(conn)
+            rows = conn.execute(f"SELECT record FROM {POSTGRES_TABLE} ORDER BY id").fetchall()
+        return _well_formed([row[0] for row in rows])
+
+    def describe(self) -> str:
+        """The URL without its password."""
+        from psycopg.conninfo import conninfo_to_dict
+
+        info = conninfo_to_dict(self.url)
+        where = f"{info.get('host') or 'localhost'}:{info.get('port') or 5432}/{info.get('dbname', '')}"
+        return f"postgres {where} table {POSTGRES_TABLE}"
+
+
+def is_postgres(location: str | Path) -> bool:
+    """True for a ``postgres://`` or ``postgresql://`` URL."""
+    return str(location).startswith(("postgres://", "postgresql://"))
+
+
+def open_store(location: str | Path) -> OutcomeStore:
+    """The store at ``location``: a Postgres URL, else a JSONL file path."""
+    return PostgresStore(str(location)) if is_postgres(location) else JsonlStore(Path(location))
+
+
+def store_for(run_dir: str | Path | None, postgres: str = "") -> OutcomeStore:
+    """The store of a run: the Postgres database of its checkpointer when set, else :func:`outcomes_path`."""
+    return PostgresStore(postgres) if postgres else JsonlStore(outcomes_path(run_dir))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .outcomes import read_outcomes
+from .outcomes import OutcomeStore, open_store
 
 
 @dataclass
@@ -76,6 +76,6 @@ def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Prior]:
     return priors
 
 
-def load_priors(path: str | Path) -> dict[str, Prior]:
-    """Priors from the store at ``path`` (empty when it does not exist)."""
-    return summarize(read_outcomes(path))
+def load_priors(store: OutcomeStore | str | Path) -> dict[str, Prior]:
+    """Priors from ``store`` (or the store at a path or Postgres URL; empty when it does not exist)."""
+    return summarize((open_store(store) if isinstance(store, (str, Path)) else store).read())

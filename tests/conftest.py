@@ -70,3 +70,26 @@ def clean_env(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     for var in ("KERNELSKILL_MODEL", "KERNELSKILL_BASE_URL", "KERNELSKILL_SCRIPTED"):
         monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server for the session (skipped with the reason when its binaries are missing)."""
+    pytest.importorskip("psycopg", reason="psycopg is not installed (make setup installs it)")
+    from pg_util import SKIP_REASON, PostgresServer, server_bin
+
+    bindir = server_bin()
+    if bindir is None:
+        pytest.skip(SKIP_REASON)
+    try:
+        server = PostgresServer(bindir).start()
+    except KeyError:
+        pytest.skip("running as root and there is no 'postgres' user to run the server as (initdb refuses root)")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server):
+    """The URL of a fresh, empty database on the session's server."""
+    return postgres_server.new_database()
