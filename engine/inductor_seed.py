@@ -1,7 +1,8 @@
 """Compiler seed: TorchInductor's own kernels for a task, emitted as a standalone ``ModelNew`` file.
 
 ``capture`` compiles the reference ``Model`` with TorchInductor (one graph, static shapes, no
-gradients, ``eval()`` mode: what the reviewer runs), records the generated output module (its
+gradients, the model as built, so in training mode unless its constructor says otherwise: what the
+reviewer runs), records the generated output module (its
 ``call(args)`` runs every kernel of the graph) and which model tensor or forward input each graph
 placeholder is. ``emit_candidate`` writes a candidate that re-creates the reference's parameters
 with the reference's own ``__init__`` (so the reviewer's same-seed weights match), registers the
@@ -273,12 +274,12 @@ def _outputs_kind(out: Any) -> dict[str, Any]:
 
 
 def _build(cls: Any, task: Any, seed: int, device: str) -> Any:
-    """``cls(*get_init_inputs())`` under ``seed`` on ``device``, in eval mode (as the reviewer builds models)."""
+    """``cls(*get_init_inputs())`` under ``seed`` on ``device``, as built (as the reviewer builds models)."""
     import torch
 
     torch.manual_seed(seed)
     with torch.device(device):
-        return cls(*task.get_init_inputs()).to(device).eval()
+        return cls(*task.get_init_inputs()).to(device)
 
 
 def _inputs(task: Any, seed: int, device: str) -> list[Any]:
@@ -436,7 +437,7 @@ def self_check(
     """
     import torch
 
-    from kernelskill.runner.correctness import compare, float64_reference
+    from kernelskill.runner.correctness import compare, float64_reference, seeded_forward
     from kernelskill.runner.taskfile import load_source_module, load_task_module
 
     task = load_task_module(task_path, name="kernelskill_seed_check_task")
@@ -449,8 +450,10 @@ def self_check(
         base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
     with torch.no_grad():
+        seeded_forward()
         a = ref(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
         peak = torch.cuda.max_memory_allocated() - base if on_cuda else 0
+        seeded_forward()
         b = new(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
     params = sum(p.numel() * p.element_size() for p in ref.parameters())
     ins = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))

@@ -49,6 +49,6 @@ def put(name: str, key: str, value: Any) -> None:
 
 
 def baseline_key(task_source: str, gpu: str, torch_version: str, precision: str = "fp32") -> str:
-    """Key of a task's baselines on one machine type under one precision policy."""
+    """Key of a task's baselines on one machine type under one precision policy (models as built: ``built``)."""
     digest = hashlib.sha256(task_source.encode()).hexdigest()[:16]
-    return f"{digest}|{gpu}|{torch_version}|{precision}"
+    return f"{digest}|{gpu}|{torch_version}|{precision}|built"

@@ -319,6 +319,20 @@ class NoRoom(RuntimeError):
     """The float64 run of the reference fits neither on the device nor, in time, on the CPU."""
 
 
+# Models run as their constructor leaves them (training mode unless it says otherwise: batch-statistics
+# BatchNorm, active dropout), under no_grad, as KernelBench's protocol runs them; the global RNG is seeded
+# with this value before every compared forward, the reference's and the candidate's alike, so a forward
+# that draws random numbers (dropout) draws the same ones in both when it draws them the same way.
+FORWARD_SEED = 20240
+
+
+def seeded_forward() -> None:
+    """Seed the global RNG (CPU and every GPU) before a compared forward (:data:`FORWARD_SEED`)."""
+    import torch
+
+    torch.manual_seed(FORWARD_SEED)
+
+
 def float64_reference(model: Any, inputs: list[Any], need_bytes: int, low_memory: bool, cpu_ok: bool) -> Any:
     """The reference's outputs computed in float64 (a float64 copy of ``model`` on float64 inputs).
 
@@ -343,6 +357,7 @@ def float64_reference(model: Any, inputs: list[Any], need_bytes: int, low_memory
             for x in (i.to(where) if isinstance(i, torch.Tensor) else i for i in inputs)
         ]
         with torch.no_grad():
+            seeded_forward()
             return m(*xs)
 
     if not on_cuda:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import gpu_share
-from .correctness import float64_reference
+from .correctness import float64_reference, seeded_forward
 from .env import tf32_matmuls
 from .result import ReviewResult, failure
 from .sandbox import request_paths
@@ -187,6 +187,7 @@ class Evaluation:
 
         try:
             with torch.no_grad(), tf32_matmuls(self.req.get("precision") == "tf32"):
+                seeded_forward()
                 out = self.ref(*_clone(inputs))
             if self.use_cuda:
                 torch.cuda.synchronize()
@@ -239,7 +240,7 @@ def load_for_profiling(req: dict[str, Any]) -> tuple[Any, list[Any]]:
     seed = int(req.get("seed", 42))
     torch.manual_seed(seed)
     with torch.device("cuda"):
-        new = module.ModelNew(*task.get_init_inputs()).to("cuda").eval()
+        new = module.ModelNew(*task.get_init_inputs()).to("cuda")  # as built, like the reference
         torch.manual_seed(seed + 1000)
         return new, list(_to(list(task.get_inputs()), "cuda"))
 
@@ -372,7 +373,7 @@ def _reference_phase(ev: Evaluation) -> None:
     try:
         torch.manual_seed(ev.seed)
         with torch.device(ev.device):
-            ev.ref = ev.task.Model(*ev.task.get_init_inputs()).to(ev.device).eval()
+            ev.ref = ev.task.Model(*ev.task.get_init_inputs()).to(ev.device)  # as built: correctness.FORWARD_SEED
         inputs = ev.inputs(ev.seed + 1000)
         if ev.use_cuda:
             torch.cuda.synchronize()
@@ -451,7 +452,7 @@ def _build_candidate(ev: Evaluation) -> ReviewResult | None:
     try:
         torch.manual_seed(ev.seed)
         with torch.device(ev.device):
-            ev.new = ev.module.ModelNew(*_clone(list(ev.task.get_init_inputs()))).to(ev.device).eval()
+            ev.new = ev.module.ModelNew(*_clone(list(ev.task.get_init_inputs()))).to(ev.device)  # as built
     except BaseException as e:  # noqa: BLE001
         return ev.fail("runtime_error", e)
     if not ev.use_cuda:
@@ -524,7 +525,11 @@ def _check(ev: Evaluation, trial_seed: int, when: str, record: bool = False) -> 
 
 
 def _call_candidate(ev: Evaluation, inputs: list[Any], record: bool) -> Any:
-    """The candidate on a copy of ``inputs``; on ``record``, which kernels it launched."""
+    """The candidate on a copy of ``inputs``, the RNG seeded as for the reference.
+
+    On ``record``, which kernels it launched.
+    """
+    seeded_forward()
     if record and ev.recorder is not None:
         with ev.recorder:
             return ev.new(*_clone(inputs))
