@@ -566,15 +566,15 @@ def test_a_capture_counts_the_attention_it_could_fuse(tmp_path):
 
 @needs_cxx
 def test_template_variants_write_out_the_transformer_encoder_fast_path(tmp_path, monkeypatch):
-    """nn.TransformerEncoderLayer's eval-mode fast path is one op Inductor leaves to PyTorch, so its default
-    seed has no kernel of its own; the template variants write the layer out (run here with the default
-    variant marked as one, on the CPU)."""
+    """nn.TransformerEncoderLayer's eval-mode fast path (a model its constructor puts in eval mode: models run
+    as built) is one op Inductor leaves to PyTorch, so its default seed has no kernel of its own; the template
+    variants write the layer out (run here with the default variant marked as one, on the CPU)."""
     task = tmp_path / "encoder.py"
     task.write_text(
         "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
         "    def __init__(self):\n        super().__init__()\n"
         "        layer = nn.TransformerEncoderLayer(32, 2, dim_feedforward=48, dropout=0.0, batch_first=True)\n"
-        "        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)\n\n"
+        "        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()\n\n"
         "    def forward(self, x):\n        return self.enc(x)\n\n\n"
         "def get_inputs():\n    return [torch.randn(2, 6, 32)]\n\n\n"
         "def get_init_inputs():\n    return []\n"
