@@ -426,18 +426,26 @@ def _add_launch(out: Path, started: float, interrupted: bool, gpus: str, cluster
 
 def _ray_launcher(ctx: Context, out: Path) -> Launch:
     """The launcher of ``--cluster``: Ray tasks asking for a GPU unless the candidates run on the CPU."""
+    from kernelskill.graph.modes import engine_for
     from kernelskill.skills_kb.outcomes import outcomes_path
 
     from .cluster import RayLauncher
 
     store = "" if ctx.postgres() else outcomes_path(out / "runs" / "task")
-    return RayLauncher(
+    launcher = RayLauncher(
         ctx.cluster,
         out,
         gpu={"cpu": False, "cuda": True}.get(ctx.device),
         forward_env=[ctx.api_key_env],
         outcomes_store=store,
     )
+    if not launcher.gpu and engine_for(ctx, cuda=False) is None:  # the offline engine, and no GPU to run it on
+        launcher.close()
+        raise ValueError(
+            f"--cluster {ctx.cluster}: the offline engine needs CUDA GPUs and the cluster has none "
+            f"(resources: {', '.join(sorted(launcher.resources)) or 'none'}); configure a model to run on CPUs"
+        )
+    return launcher
 
 
 def run_eval(

@@ -164,3 +164,19 @@ def test_ctrl_c_stops_the_clusters_tasks_and_the_run_resumes(tmp_path, candidate
     for key in ("L1-01_scale_relu", "L1-02_scale_relu"):
         nodes = [json.loads(line)["node"] for line in (out / "runs" / key / "events.jsonl").read_text().splitlines()]
         assert nodes.count("generator") == 1  # resumed from the checkpoint: the seed was not written again
+
+
+def test_a_head_node_without_cuda_leaves_the_engine_to_the_clusters_gpus(tmp_path, local_ray, monkeypatch):
+    """The driver may lack a GPU: the offline engine is allowed with --cluster, and refused only when the cluster
+    has no GPU either (the local Ray here has none, only the stand-in resource)."""
+    import typer
+
+    from kernelskill.cli_common import check_mode
+
+    monkeypatch.setattr("kernelskill.runner.env.cuda_available", lambda: False)
+    check_mode(Context(cluster="ray", engine="offline"))  # does not exit: the nodes' GPUs decide
+    with pytest.raises(typer.Exit):
+        check_mode(Context(engine="offline"))  # no cluster, no GPU here: nothing can run
+    with pytest.raises(ValueError, match="offline engine needs CUDA GPUs and the cluster has none"):
+        run_eval([1], _tasks(tmp_path / "t"), 0, "", tmp_path / "out", Context(cluster="ray", engine="offline"),
+                 Console(file=io.StringIO()))  # fmt: skip
