@@ -18,7 +18,7 @@ def check_mode(ctx: Any) -> None:
 
     cuda = on_cuda(ctx)
     engine = engine_for(ctx, cuda)
-    if engine is None and getattr(ctx, "cluster", "") and ctx.device != "cpu" and engine_for(ctx, True) == "offline":
+    if engine is None and ctx.cluster and ctx.device != "cpu" and engine_for(ctx, True) == "offline":
         # the tasks run on the cluster's nodes: the engine is theirs (the launcher refuses a cluster without GPUs)
         console.print("this host has no CUDA GPU: each task asks the cluster for one")
         engine = "offline"
