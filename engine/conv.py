@@ -277,7 +277,8 @@ def ks_conv_depthwise(
                 iw = ow * SW - PW + kw * DW
                 ok = pos_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
                 x = tl.load(x_plane + idd * sxd + ih * sxh + iw * sxw, mask=ok, other=0.0).to(tl.float32)
-                acc += x * tl.load(Wp + oc_all * (KD * KH * KW) + (kd * KH + kh) * KW + kw).to(tl.float32)
+                tap = (kd * KH + kh) * KW + kw  # packed weight: (group = input channel, tap, multiplier, 1)
+                acc += x * tl.load(Wp + (cin * (KD * KH * KW) + tap) * OC + oc_all % OC).to(tl.float32)
     chan = oc_all + tl.zeros((BLOCK,), dtype=tl.int32)  # noqa: F841 - the epilogue's per-channel operands' index
     chan_ok = pos_ok  # noqa: F841
     if HAS_BIAS:
