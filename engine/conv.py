@@ -317,11 +317,19 @@ def pack_weight(weight: torch.Tensor, groups: int, transposed: bool, round_tf32:
     else:  # (groups * out_g, in_g, k...) -> (groups, k..., out_g, in_g)
         w = w.reshape(groups, a // groups, b, kd, kh, kw).permute(0, 3, 4, 5, 1, 2)
     w = w.reshape(groups, kd * kh * kw, w.shape[-2], w.shape[-1]).contiguous()
-    if round_tf32 and w.dtype == torch.float32:
-        bits = w.view(torch.int32)
-        finite = (bits & 0x7F800000) != 0x7F800000
-        w = torch.where(finite, ((bits + 0x1000) & -0x2000).view(torch.float32), w)
-    return w
+    return rounded_tf32(w) if round_tf32 else w
+
+
+def rounded_tf32(t: torch.Tensor) -> torch.Tensor:
+    """A contiguous fp32 ``t`` with each value rounded to the nearest TF32 value; other dtypes as they are.
+
+    :func:`_round_tf32`'s rounding, in PyTorch: for tensors rounded once outside the kernels.
+    """
+    if t.dtype != torch.float32:
+        return t
+    bits = t.view(torch.int32)
+    finite = (bits & 0x7F800000) != 0x7F800000
+    return torch.where(finite, ((bits + 0x1000) & -0x2000).view(torch.float32), t)
 
 
 def output_size(size: int, k: int, stride: int, pad: int, dil: int, transposed: bool, output_padding: int = 0) -> int:
@@ -358,12 +366,13 @@ def launch_config(in_per_group: int, out_per_group: int, taps: int = 1) -> dict[
 def channels_last(x5: torch.Tensor, round_tf32: bool) -> torch.Tensor:
     """``x5`` (N, C, D, H, W) with channels-last strides (a view of an (N, D, H, W, C) tensor).
 
-    Already channels-last and not to be rounded: ``x5`` itself. Otherwise one pass of
-    :func:`ks_to_channels_last` (rounding each value to TF32 when ``round_tf32``).
+    Already channels-last: ``x5`` itself, or one rounding pass over it (:func:`rounded_tf32`) when
+    ``round_tf32``. Otherwise one pass of :func:`ks_to_channels_last`, rounding each value to TF32 on the way
+    when ``round_tf32``.
     """
     n, c, d, h, w = x5.shape
-    if not round_tf32 and x5.stride(1) == 1 and x5.permute(0, 2, 3, 4, 1).is_contiguous():
-        return x5
+    if x5.stride(1) == 1 and x5.permute(0, 2, 3, 4, 1).is_contiguous():
+        return rounded_tf32(x5.permute(0, 2, 3, 4, 1)).permute(0, 4, 1, 2, 3) if round_tf32 else x5
     src = x5.contiguous().view(n, c, d * h * w)
     out = torch.empty((n, d, h, w, c), dtype=x5.dtype, device=x5.device)
     from torch.library import wrap_triton

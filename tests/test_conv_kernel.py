@@ -446,3 +446,14 @@ def test_a_mean_over_space_after_the_tail_is_fused_into_the_kernel():
     for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_a_channels_last_input_is_rounded_in_place_of_a_layout_pass():
+    from kernelskill.engine.conv import channels_last
+
+    x = torch.randn(2, 5, 1, 4, 3).to(memory_format=torch.channels_last_3d)
+    assert channels_last(x, False) is x  # already channels-last: no pass at all
+    got = channels_last(x, True)
+    assert got.stride() == x.stride()
+    torch.testing.assert_close(got, _to_tf32(x.permute(0, 2, 3, 4, 1)).permute(0, 4, 1, 2, 3), rtol=0, atol=0)
+    torch.testing.assert_close(channels_last(x.contiguous(), True), got, rtol=0, atol=0)  # the kernel's rounding
