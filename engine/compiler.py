@@ -59,6 +59,9 @@ class SeedOutcome:
         lib = f"; main work in library calls {', '.join(heavy)}" if heavy else ""
         forms = self.capture.get("reformulated") or []
         lib += f"; reformulated {', '.join(forms)}" if forms else ""
+        if self.capture.get("compensated"):
+            n = self.capture["compensated"]
+            lib += f"; compensated_dot on {n} loop(s): the plain capture missed the tolerance"
         return f"compiler seed: TorchInductor, variant {self.variant} ({self.wall_s:.0f} s to capture{lib})"
 
 
@@ -80,12 +83,16 @@ def capture_variant(
     flash: bool = False,
     reformulate: bool = True,
     conv_kernel: str | None = None,
+    precision: str | None = None,
 ) -> SeedOutcome:
     """Capture one Inductor variant of the task in a child process.
 
     ``tf32``: TF32 matmuls allowed; ``conv_gemm``: 2-D convolutions as im2col + GEMM; ``split_gemm``:
     GEMMs over 3xTF32 split operands (TF32 allowed); ``flash``: attention as one fused Triton kernel;
     ``conv_kernel``: every convolution in our implicit-GEMM kernel (``engine/conv.py``), in that precision.
+    ``precision``: the fp32 dots of the emitted seed (single-pass TF32 ones of a ``tf32`` capture too) set
+    to that product precision (``engine/precision.py``) before the self-check, which then judges the
+    candidate that will be reviewed.
     Its time limit is ``Context.seed_timeout_s``,
     capped by the launch deadline minus ``reserve_s``.
     """
@@ -99,6 +106,7 @@ def capture_variant(
         "flash": flash,
         "reformulate": reformulate,
         "conv_kernel": conv_kernel,
+        "precision": precision,
     }
     name = (
         f"seed_{variant}"
@@ -108,7 +116,7 @@ def capture_variant(
     )
     name += (
         ("_split" if split_gemm else "") + ("_flash" if flash else "") + (f"_conv_{conv_kernel}" if conv_kernel else "")
-    )
+    ) + (f"_{precision}" if precision else "")
     limit = deadline.timeout(ctx.seed_timeout_s, reserve_s)
     out = run_child("kernelskill.engine.inductor_seed", req, workdir, name, limit, spare=True)
     if not isinstance(out, ChildFailure) and needs_gpu_alone(out.result, req):

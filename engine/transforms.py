@@ -304,15 +304,21 @@ def _recapture(
     precision = None if split else applied_precision(base)
     tf32 = split or precision is not None
     extra: dict[str, Any] = {"conv_kernel": conv_kernel} if conv_kernel else {}  # only when set
-    outcome = capture_variant(ctx, task_path, variant, workdir, tf32, reserve, conv_gemm, split, flash, **extra)
+    # the child writes the parent's precision into the capture's dots before its self-check, which so judges the
+    # candidate to be reviewed (a TF32 capture's single-pass dots would fail an fp32 reference's check)
+    kept_at = {"precision": precision} if precision else {}
+    outcome = capture_variant(
+        ctx, task_path, variant, workdir, tf32, reserve, conv_gemm, split, flash, **extra, **kept_at
+    )
     if not outcome.ok and precision:
         outcome = capture_variant(
-            ctx, task_path, variant, workdir, reserve_s=reserve, conv_gemm=conv_gemm, flash=flash, **extra
+            ctx, task_path, variant, workdir, reserve_s=reserve, conv_gemm=conv_gemm, flash=flash, **extra, **kept_at
         )
     if not outcome.ok:
         return [], [], outcome.note()
     new, note = outcome.source, f"{label}: {outcome.note()}"
-    if precision and precision != applied_precision(new):
-        new = with_precision(new, precision, among=("ieee", "tf32"))
+    if precision:
+        if precision != applied_precision(new):  # a capture that did not set it (stand-ins in tests)
+            new = with_precision(new, precision, among=("ieee", "tf32"))
         note = f"{note}; dots kept at {precision}"
     return [cuda_graph_wrap(new) if graphed else new], [note], ""

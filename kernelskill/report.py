@@ -103,10 +103,10 @@ def render_markdown(report: dict[str, Any]) -> str:
                     else ""
                 )
             )
-        if r.get("labels"):
-            lines.append(f"- labels of the best: {', '.join(r['labels'])}")
         else:
             lines.append("- timings are Triton CPU-interpreter timings: correctness only, never a speedup")
+        if r.get("labels"):
+            lines.append(f"- labels of the best: {', '.join(r['labels'])}")
     else:
         lines.append("- no correct candidate")
     lines += [

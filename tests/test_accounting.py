@@ -34,3 +34,19 @@ def test_cost_unknown_without_prices_and_in_report(tmp_path):
     assert "| total | 4 | 10000 | 2400 | $0.0392 |" in md
     unpriced = render_markdown(build_report(Run("t", tmp_path, "task.py", Context(model="m")), {"tokens": CALLS}))
     assert "cost unknown" in unpriced
+
+
+def test_the_timing_line_follows_the_best_reviews_timing(tmp_path):
+    """A GPU-timed best states its runtime and speedups; only an interpreter-timed one is called that."""
+    run = Run("t", tmp_path, "task.py", Context())
+
+    def md(review):
+        best = {"candidate": {"id": "c"}, "review": review}
+        return render_markdown(build_report(run, {"best": best, "stop_reason": "done"}))
+
+    gpu = md({"timing_kind": "cuda_events", "runtime_ms": 2.0, "eager_ms": 3.0, "speedup_vs_eager": 1.5})
+    assert "speedup vs eager 1.500x" in gpu and "CPU-interpreter" not in gpu
+    labelled = md({"timing_kind": "cuda_events", "runtime_ms": 2.0, "labels": ["library_main_work"]})
+    assert "labels of the best: library_main_work" in labelled and "CPU-interpreter" not in labelled
+    interp = md({"timing_kind": "interpreter", "runtime_ms": 200.0})
+    assert "CPU-interpreter timings" in interp and "speedup vs eager" not in interp

@@ -153,3 +153,29 @@ def test_offline_repair_has_nothing_for_other_failures():
     assert not offline_repairable(state)  # TF32 error is in the inputs; a crash is no accumulation error
     out = offline_repair(state)
     assert out["current"]["source"] == "" and "no deterministic repair for wrong_output" in out["current"]["note"]
+
+
+def test_a_seed_missing_the_tolerance_is_compensated_where_it_is_checked(tmp_path, monkeypatch):
+    """The capture child sets the asked precision before its self-check; a seed whose check fails gets the
+    compensated_dot repair there, and is kept when the repaired form passes (else the failure stands)."""
+    from kernelskill.engine import inductor_seed as seed
+
+    task = tmp_path / "t.py"
+    task.write_text("x = 1\n")
+    checked: list[str] = []
+    monkeypatch.setattr(seed, "capture", lambda *a, **k: {"code": "", "variant": "triton"})
+    monkeypatch.setattr(seed, "emit_candidate", lambda text, cap: KERNEL)
+
+    def check(path, source, seed=42):
+        checked.append(source)
+        return None if "acc_kc" in source else "3/256 elements exceed atol=0.0001 rtol=0.0001"
+
+    monkeypatch.setattr(seed, "self_check", check)
+    req = {"task_path": str(task), "variant": "triton", "precision": "tf32x3"}
+    out = seed._capture_and_check(req, str(task), "triton", 42)
+    assert out["ok"] and out["capture"]["compensated"] == 1 and "acc_kc" in out["source"]
+    assert out["capture"]["plain_self_check"].startswith("3/256 elements exceed")
+    assert 'input_precision="tf32x3"' in checked[0] and "acc_kc" not in checked[0]  # precision set, then checked
+    monkeypatch.setattr(seed, "self_check", lambda path, source, seed=42: "shape (4,) vs (4, 1)")
+    out = seed._capture_and_check({**req, "precision": None}, str(task), "triton", 42)
+    assert not out["ok"] and out["error"] == "self-check failed: shape (4,) vs (4, 1)"

@@ -21,6 +21,7 @@ from kernelskill.engine.transforms import GRAPH_MARK, applicable, apply, cuda_gr
 from kernelskill.graph.context import Context
 from kernelskill.graph.modes import engine_for, no_engine_message
 from kernelskill.nodes.feature_extractor import extract_features
+from kernelskill.runner.dot_precision import applied_precision
 from kernelskill.runner.static_check import check_source
 
 from conftest import FIXTURES
@@ -367,20 +368,34 @@ def test_a_seed_of_library_calls_only_asks_for_the_triton_variant():
     assert not SeedOutcome("default", source=triton, capture={"extern_calls": []}).needs_custom_variant
 
 
-def recorded_captures(calls: list) -> Any:
+def recorded_captures(calls: list, precisions: list | None = None) -> Any:
     """A stand-in for ``capture_variant``: records ``(variant, tf32, conv_gemm, split_gemm)`` (plus ``"flash"``
     when asked for the fused attention) and returns the
-    Linear+GELU Triton fixture captured so (TF32 dots when ``tf32``, the header marks of the forms)."""
+    Linear+GELU Triton fixture captured so (TF32 dots when ``tf32``, the header marks of the forms).
+    ``precisions`` collects the product precision each capture was asked to write into its dots."""
+    precisions = [] if precisions is None else precisions
 
     def capture(
-        ctx, task_path, variant, workdir, tf32=False, reserve_s=0.0, conv_gemm=False, split_gemm=False, flash=False
+        ctx,
+        task_path,
+        variant,
+        workdir,
+        tf32=False,
+        reserve_s=0.0,
+        conv_gemm=False,
+        split_gemm=False,
+        flash=False,
+        precision=None,
     ):
         calls.append((variant, tf32, conv_gemm, split_gemm) + (("flash",) if flash else ()))
+        precisions.append(precision)
         cap = {**fixture("01_linear_gelu_scale_triton"), "variant": variant, "tf32": tf32}
         cap.update(conv_gemm=conv_gemm, split_gemm=split_gemm, flash=flash)
         source = seed.emit_candidate("x = 1\n", cap)
         if tf32:  # Inductor's templates then multiply in TF32
             source = source.replace("ALLOW_TF32 : tl.constexpr = False", "ALLOW_TF32 : tl.constexpr = True")
+        if precision:  # as the capture child does, before its self-check
+            source = with_precision(source, precision, among=("ieee", "tf32"))
         forms = ["linear -> 3xTF32 split GEMM"] if split_gemm else []
         return SeedOutcome(variant, source=source, capture={**cap, "reformulated": forms})
 
@@ -391,7 +406,8 @@ def test_conv_gemm_recaptures_a_seed_with_a_convolution_template(tmp_path, monke
     import kernelskill.engine.transforms as transforms
 
     calls: list = []
-    monkeypatch.setattr(transforms, "capture_variant", recorded_captures(calls))
+    precisions: list = []
+    monkeypatch.setattr(transforms, "capture_variant", recorded_captures(calls, precisions))
     base = emitted("01_linear_gelu_scale_triton", "level2/01_linear_gelu_scale.py")
     assert applicable("conv_gemm", base) == "no Triton convolution template kernel"
     assert applicable("conv_gemm", "import torch\n") == "not a compiler seed"
@@ -410,8 +426,10 @@ def test_conv_gemm_recaptures_a_seed_with_a_convolution_template(tmp_path, monke
     assert calls == [("triton_autotune", False, True, False)]  # the tuned recapture keeps the GEMM form
     calls.clear()  # a parent already moved to tf32x3 keeps its precision
     tf32x3 = with_precision(conv, "tf32x3")
-    assert len(apply("conv_gemm", tf32x3, Context(), "t.py", tmp_path)[0]) == 1
-    assert calls == [("triton", True, True, False)]
+    precisions.clear()
+    [kept], [note], _ = apply("conv_gemm", tf32x3, Context(), "t.py", tmp_path)
+    assert calls == [("triton", True, True, False)] and precisions == ["tf32x3"]  # set before the self-check
+    assert applied_precision(kept) == "tf32x3" and note.endswith("dots kept at tf32x3")
     calls.clear()  # and with split_gemm on, gets the split-operand GEMMs too
     sources, notes, _ = apply("conv_gemm", tf32x3, Context(split_gemm=True), "t.py", tmp_path)
     assert calls == [("triton", True, True, False), ("triton", True, True, True)] and len(sources) == 2
@@ -499,7 +517,6 @@ def test_split_gemm_capture_on_cpu(tmp_path):
 def test_flash_attention_recaptures_a_seed_with_attention_it_can_fuse(tmp_path, monkeypatch):
     """The fused attention's recapture, its precision variants and the parent's, and what happens after."""
     import kernelskill.engine.transforms as transforms
-    from kernelskill.runner.dot_precision import applied_precision
     from kernelskill.skills_kb.policy import decide
 
     calls: list = []

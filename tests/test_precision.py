@@ -184,11 +184,22 @@ def test_autotune_recapture_keeps_the_parents_dot_precision(tmp_path, monkeypatc
     fresh_tf32 = fresh.replace("ALLOW_TF32 : tl.constexpr = False", "ALLOW_TF32 : tl.constexpr = True")
     asked = []
     failing = []
+    kept_at: list = []
 
     def capture(
-        ctx, task_path, variant, workdir, tf32=False, reserve_s=0.0, conv_gemm=False, split_gemm=False, flash=False
+        ctx,
+        task_path,
+        variant,
+        workdir,
+        tf32=False,
+        reserve_s=0.0,
+        conv_gemm=False,
+        split_gemm=False,
+        flash=False,
+        precision=None,
     ):
         asked.append((variant, tf32))
+        kept_at.append(precision)  # the child sets it before its self-check; this stand-in leaves it to the caller
         if tf32 and failing:
             return SeedOutcome(variant, error="boom")
         return SeedOutcome(variant, source=fresh_tf32 if tf32 else fresh)
@@ -198,8 +209,10 @@ def test_autotune_recapture_keeps_the_parents_dot_precision(tmp_path, monkeypatc
         parent = with_precision(seed, precision)
         assert applied_precision(parent) == precision and applied_precision(seed) is None
         asked.clear()
+        kept_at.clear()
         [new], [note], problem = transforms.apply("autotune_sweep", parent, Context(), "task.py", tmp_path)
         assert asked == [("triton_autotune", True)] and problem == ""  # autotuned for tensor-core products
+        assert kept_at == [precision]
         operands = f"{tf32_rounded('a')}, {tf32_rounded('b')}" if precision == ROUNDED else "a, b"
         name = "tf32" if precision == ROUNDED else precision
         assert dot_lines(new) == [f'acc += tl.dot({operands}, out_dtype=ACC_TYPE, input_precision="{name}")']
