@@ -4,7 +4,8 @@ Strict findings reject the candidate: no custom kernel at all, a try/except arou
 ``forward`` (a silent fallback to PyTorch), patching timers / CUDA events / synchronize,
 rebinding anything under ``torch`` / ``F`` / ``nn`` or changing a global numerics setting (the
 reference runs in the same process, so either would change what it computes), threads or
-processes, extra CUDA streams. Warnings are recorded on the review: PyTorch compute ops left in
+processes, extra CUDA streams, looking around the reviewer's process (frames, the garbage collector,
+``sys.modules``, the reviewer's own package). Warnings are recorded on the review: PyTorch compute ops left in
 ``forward`` (the candidate is then labelled ``torch_main_work`` when the heavy op of the
 reference, a matmul / convolution / attention, still runs in PyTorch).
 """
@@ -44,6 +45,17 @@ TIMER_TARGETS = re.compile(
     r"triton\.testing\.do_bench\w*|torch\.cuda\.Event\.\w+)$"
 )
 THREAD_MODULES = ("threading", "multiprocessing", "concurrent", "_thread", "asyncio", "subprocess")
+# The reviewer runs the candidate in its own process, next to the reference, its outputs and its own code: a
+# candidate that looks around that process (frames, the garbage collector's objects, loaded modules, the
+# reviewer's package) could return the reference's answer or change the judge. Its output must come from its
+# inputs alone.
+INTROSPECTION_MODULES = ("gc", "inspect", "importlib", "builtins", "kernelskill", "ctypes.util")
+INTROSPECTION_ATTRS = {
+    "_getframe", "_current_frames", "f_back", "f_locals", "f_globals", "tb_frame", "gi_frame", "cr_frame",
+    "get_objects", "get_referrers", "get_referents", "settrace", "setprofile", "pythonapi",
+}  # fmt: skip
+INTROSPECTION_NAMES = {"__import__", "__builtins__", "vars", "locals"}
+INTROSPECTS = "reads the reviewer's process beyond its inputs; a candidate's output must come from its inputs"
 HEAVY_LIBRARY_OPS = re.compile(
     r"^(mm|bmm|addmm|baddbmm|addmv|mv|dot|matmul|linear|_?convolution\w*|conv\w*|cudnn\w*|_cudnn\w*|miopen\w*|"
     r"_scaled_dot_product\w*|_flash_attention\w*|_efficient_attention\w*|_?lstm\w*|_?gru\w*|_?rnn\w*|"
@@ -164,6 +176,7 @@ def check_source(source: str, reference: str | None = None) -> StaticReport:
         return report  # the import reports the syntax error with its line
     _check_kernels(report, tree, source)
     _check_tampering(report, tree, source)
+    _check_introspection(report, tree)
     for op, line in library_calls(tree):
         if HEAVY_LIBRARY_OPS.match(op):
             report.warnings.append(f"library call {op} (line {line}): the main work runs in cuBLAS / cuDNN")
@@ -241,6 +254,25 @@ def _check_tampering(report: StaticReport, tree: ast.Module, source: str) -> Non
                 report.strict.append(f"calls {name}: work on extra streams escapes the timer")
     if re.search(r"cudaStreamCreate|cudaStreamNonBlocking", source):
         report.strict.append("CUDA source creates streams: work on extra streams escapes the timer")
+
+
+def _check_introspection(report: StaticReport, tree: ast.Module) -> None:
+    """No looking around the reviewer's process: frames, the garbage collector, ``sys.modules``, its package."""
+    found: list[str] = []
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""]
+            found += [
+                f"imports {m}" for m in names if m.split(".")[0] in INTROSPECTION_MODULES or m in INTROSPECTION_MODULES
+            ]
+        elif isinstance(n, ast.Attribute) and n.attr in INTROSPECTION_ATTRS:
+            found.append(f"uses .{n.attr}")
+        elif isinstance(n, ast.Attribute) and n.attr == "modules" and _dotted(n.value) == "sys":
+            found.append("uses sys.modules")
+        elif isinstance(n, ast.Name) and n.id in INTROSPECTION_NAMES:
+            found.append(f"uses {n.id}")
+    for what in dict.fromkeys(found):  # once each, in order
+        report.strict.append(f"{what}: {INTROSPECTS}")
 
 
 def _check_forward(report: StaticReport, cls: ast.ClassDef) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 from . import gpu_share
 from .correctness import float64_reference, seeded_forward
 from .env import tf32_matmuls
+from .integrity import Integrity, Tampered
 from .result import ReviewResult, failure
 from .sandbox import request_paths
 
@@ -146,10 +147,12 @@ class Evaluation:
         self.ref: Any = None
         self.new: Any = None
         self.recorder: Any = None
-        self.first: tuple[list[Any], Any] | None = None  # trial 0's inputs and reference output
+        self.first: list[Any] | None = None  # trial 0's inputs
+        self.probe_out: Any = None  # a probe's reference output (a review keeps none: see _check)
         self.reference_bytes = 0  # device memory the reference's forward took at its peak
         self.reference_s = 0.0  # wall time of the reference's first forward
         self.timing_inputs: list[Any] = []
+        self.integrity: Integrity | None = None  # the process as the candidate found it (see .integrity)
 
     def phase(self, name: str) -> None:
         """Close the phase ``name``: its seconds since the last mark."""
@@ -263,6 +266,8 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
             result = _on_device(ev)
     except TaskError as e:
         return failure("invalid_task", str(e), "", ev.cid, **ev.common)
+    except Tampered as e:
+        return failure("rejected", str(e), "", ev.cid, compiled=True, **ev.common)
     except Exception as e:  # noqa: BLE001 - the reviewer's own failure, never charged to the candidate
         return _harness_error(ev, e)
     waited = gpu_share.waited()
@@ -350,10 +355,12 @@ def _load(ev: Evaluation) -> ReviewResult | None:
             **ev.common,
         )
     sys.path.insert(0, str(Path(ev.cand_file).parent))
+    ev.integrity = Integrity(ev.task)
     try:
         ev.module = _import_candidate(ev.cand_file)
     except BaseException as e:  # noqa: BLE001 - SyntaxError, NameError, SystemExit...
         return ev.fail("compile_error", e)
+    ev.integrity.verify("while it was imported")
     if not hasattr(ev.module, "ModelNew"):
         return failure("compile_error", "candidate defines no class ModelNew", "", ev.cid, **ev.common)
     ev.phase("load")
@@ -398,7 +405,11 @@ def _reference_phase(ev: Evaluation) -> None:
             raise TaskError(
                 f"the reference returns {what} (output {i}) on its first inputs: nothing to compare against"
             )
-    ev.first = (inputs, out)
+    ev.first = inputs  # the output is not kept: the candidate runs before the reference in every trial
+    ev.probe_out = out if ev.req.get("probe") else None
+    del out
+    if ev.integrity is not None:
+        ev.integrity.watch_reference(ev.ref)
     ev.phase("reference")
 
 
@@ -413,7 +424,7 @@ def _probe_result(ev: Evaluation) -> ReviewResult:
     from .correctness import flatten
 
     assert ev.first is not None
-    inputs, out = ev.first
+    inputs, out = ev.first, ev.probe_out
 
     def describe(objs: list[Any]) -> list[dict[str, Any]]:
         return [
@@ -455,6 +466,7 @@ def _build_candidate(ev: Evaluation) -> ReviewResult | None:
             ev.new = ev.module.ModelNew(*_clone(list(ev.task.get_init_inputs()))).to(ev.device)  # as built
     except BaseException as e:  # noqa: BLE001
         return ev.fail("runtime_error", e)
+    _verify(ev, "while ModelNew was built")
     if not ev.use_cuda:
         from .compile_check import LaunchRecorder
 
@@ -471,19 +483,18 @@ def _check(ev: Evaluation, trial_seed: int, when: str, record: bool = False) -> 
 
     t = time.perf_counter()
     if ev.first is not None:
-        (inputs, ref_out), ev.first = ev.first, None
+        inputs, ev.first = ev.first, None
     else:
         inputs = ev.inputs(trial_seed)
-        ref_out = ev.reference(inputs)
     if record and ev.static.default_precision_dots and _all_fp32(inputs):
         label_tf32(ev.static)  # Triton's default tl.dot precision for fp32 operands is TF32
-    if ev.low_memory and ev.use_cuda:  # the reference's output waits on the host while the candidate runs
-        ref_out = _to(ref_out, "cpu")
-        torch.cuda.empty_cache()
-    t = ev.step("inputs_and_reference", t)
+    t = ev.step("inputs", t)
     if ev.use_cuda:
         poison_cuda_cache(1 << 30 if ev.low_memory else 8 << 30)
         t = ev.step("poison", t)
+    # The candidate runs first: no reference output of these inputs exists yet for it to find in the process.
+    if ev.integrity is not None:
+        ev.integrity.mark()
     try:
         with torch.no_grad():
             new_out = _call_candidate(ev, inputs, record)
@@ -492,6 +503,12 @@ def _check(ev: Evaluation, trial_seed: int, when: str, record: bool = False) -> 
     except BaseException as e:  # noqa: BLE001
         return ev.fail(_classify(e), e, correctness=ev.correctness)
     t = ev.step("candidate_first_call" if record else "candidate", t)
+    _verify(ev, f"during {when}")
+    if ev.low_memory and ev.use_cuda:  # the candidate's output waits on the host while the reference runs
+        new_out = _to(new_out, "cpu")
+        torch.cuda.empty_cache()
+    ref_out = ev.reference(inputs)
+    t = ev.step("reference", t)
     noise: list[float] = []
     notes: list[str] = []
     truth = (lambda: ev.truth(inputs)) if ev.req.get("float64_truth", True) else None
@@ -522,6 +539,12 @@ def _check(ev: Evaluation, trial_seed: int, when: str, record: bool = False) -> 
             **ev.common,
         )
     return None
+
+
+def _verify(ev: Evaluation, when: str) -> None:
+    """:meth:`.integrity.Integrity.verify` (raises :class:`.integrity.Tampered`) once the candidate ran."""
+    if ev.integrity is not None:
+        ev.integrity.verify(when)
 
 
 def _call_candidate(ev: Evaluation, inputs: list[Any], record: bool) -> Any:
@@ -676,8 +699,12 @@ def _timing(ev: Evaluation, result: ReviewResult) -> None:
     from .timing import time_interpreter
 
     runs = int(ev.req.get("cpu_time_runs", 1))
+    if ev.integrity is not None:
+        ev.integrity.mark()
     with torch.no_grad():
         t_new = time_interpreter(lambda: ev.new(*inputs), runs=runs)
+    _verify(ev, "while it was timed")
+    with torch.no_grad():
         t_ref = time_interpreter(lambda: ev.ref(*inputs), runs=runs)
     result["runtime_ms"], result["eager_ms"] = t_new["median_ms"], t_ref["median_ms"]
     result["timing"] = {"candidate": t_new, "eager": t_ref}
@@ -706,8 +733,11 @@ def _time_on_gpu(
     from . import cache
     from .timing import time_adaptive
 
+    if run.integrity is not None:
+        run.integrity.mark()
     with torch.no_grad():
         t_new = time_adaptive(lambda: run.new(*inputs))
+    _verify(run, "while it was timed")
     phase("timing")
     precision = req.get("precision", "fp32")
     key = cache.baseline_key(Path(req["task_path"]).read_text(), gpu, torch.__version__, precision)
@@ -719,6 +749,8 @@ def _time_on_gpu(
             with torch.no_grad(), tf32_matmuls(True):
                 base.update(_compiled_baseline(run.ref, inputs, "compile_tf32"))
         cache.put("baselines", key, base)
+        if run.integrity is not None:  # torch.compile (the reviewer's own work) may rebind what it imports
+            run.integrity.renew()
         phase("baselines")
     else:
         phase("baselines_cached")

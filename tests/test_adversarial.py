@@ -44,3 +44,51 @@ def test_torch_ops_in_forward_are_labelled(tmp_path):
     assert r["status"] == "correct"
     assert r["custom_kernel"] is False and "torch_main_work" in r["labels"]
     assert any("PyTorch" in w for w in r["warnings"])
+
+
+def test_the_integrity_snapshot_sees_what_a_candidate_could_change(monkeypatch):
+    """Rebound functions, the reference's weights, mode and forward calls are found; new attributes and the
+    reference's own buffer updates are not."""
+    import types
+
+    import torch
+    import torch.nn as nn
+
+    from kernelskill.runner import correctness
+    from kernelskill.runner.integrity import Integrity, Tampered
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+            self.bn = nn.BatchNorm1d(4)
+            self.unused = nn.Parameter(torch.full((2,), float("nan")))  # NaN sums still compare equal
+
+        def forward(self, x):
+            return self.bn(self.fc(x))
+
+    task = types.ModuleType("kernelskill_reference_test")
+    task.Model = Model
+    guard = Integrity(task)
+    ref = Model()
+    guard.watch_reference(ref)
+    ref(torch.randn(8, 4))  # the reference's own forward: counted, and its running statistics move
+    guard.mark()
+    assert guard.changes() == []
+    monkeypatch.setattr(torch, "kernelskill_new_attribute", lambda: None, raising=False)  # added: allowed
+    assert guard.changes() == []
+    monkeypatch.setattr(correctness, "compare", lambda *a, **k: None)
+    assert guard.changes() == ["kernelskill.runner.correctness.compare"]
+    monkeypatch.undo()
+    assert guard.changes() == []
+    ref(torch.randn(8, 4))
+    assert guard.changes() == ["the reference's forward was called 1 time(s)"]
+    guard.mark()
+    ref.eval()
+    assert guard.changes() == ["reference (model).training", "reference fc.training", "reference bn.training"]
+    ref.train()
+    with torch.no_grad():
+        ref.fc.weight[0, 0] += 1.0
+    assert guard.changes() == ["the reference's parameters"]
+    with pytest.raises(Tampered, match="reached into the reviewer's process during trial 3"):
+        guard.verify("during trial 3")

@@ -1,0 +1,154 @@
+"""The reviewer's own process stays as it was while a candidate runs in it.
+
+A candidate is imported and called in the reviewer's process, next to the reference, PyTorch and the
+reviewer's own functions (the comparison, the timers). The static checks reject the plain ways of
+reaching them; this is the check at run time: a snapshot of what the judgement depends on is taken
+before the candidate is imported, and compared after each time the candidate ran (import, build, each
+correctness trial, timing). What is watched:
+
+- the functions and classes of the reviewer's package (``kernelskill.*``), of ``torch``,
+  ``torch.nn.functional``, ``torch.Tensor`` and its base, ``torch.nn.Module``, ``torch.cuda``,
+  ``time`` and ``builtins``, by identity: a rebound one (a comparison that always agrees, a patched
+  timer) is found;
+- the task module (``Model``, ``get_inputs``, ...) and ``Model``'s own attributes, by identity; and the
+  calls of the reference's ``forward`` (counted): a candidate that answers by calling the reference
+  computes nothing of its own;
+- once built, every submodule of the reference, from just before each candidate call: its attributes
+  by identity (an instance ``forward``, a switch to eval mode) and a float64 sum and sum of squares of
+  each parameter (weights changed in place to match a wrong answer).
+
+New attributes of the watched modules are allowed (PyTorch imports submodules lazily); only a
+changed or removed one, or a new attribute of the reference's submodules, counts.
+"""
+
+from __future__ import annotations
+
+import builtins
+import sys
+import time
+from typing import Any
+
+WATCHED_PREFIX = "kernelskill."
+
+
+class Tampered(Exception):
+    """The candidate changed what the reviewer's judgement depends on."""
+
+
+def _spaces(task: Any) -> dict[str, dict[str, Any]]:
+    import torch
+    import torch.nn.functional as F
+
+    spaces = {name: dict(vars(mod)) for name, mod in list(sys.modules.items()) if name.startswith(WATCHED_PREFIX)}
+    for label, obj in (
+        ("torch", torch),
+        ("torch.nn.functional", F),
+        ("torch.Tensor", torch.Tensor),
+        ("torch._C.TensorBase", torch._C.TensorBase),
+        ("torch.nn.Module", torch.nn.Module),
+        ("torch.cuda", torch.cuda),
+        ("torch.cuda.Event", torch.cuda.Event),
+        ("time", time),
+        ("builtins", builtins),
+    ):
+        spaces[label] = dict(vars(obj))
+    if task is not None:
+        spaces["task"] = dict(vars(task))
+        model = getattr(task, "Model", None)
+        if isinstance(model, type):
+            spaces["task.Model"] = dict(vars(model))
+    return {
+        label: {k: id(v) for k, v in space.items() if callable(v) or isinstance(v, (staticmethod, classmethod))}
+        for label, space in spaces.items()
+    }
+
+
+def _reference_state(ref: Any) -> tuple[dict[str, dict[str, int]], list[str]]:
+    """Identity of every attribute of every submodule, and (sum, sum of squares) of each parameter (as hex)."""
+    import torch
+
+    attrs = {name or "(model)": {k: id(v) for k, v in vars(m).items()} for name, m in ref.named_modules()}
+    params = [p.detach() for p in ref.parameters()]
+    if not params:
+        return attrs, []
+    with torch.no_grad():
+        stats = torch.stack([torch.stack([p.double().sum(), p.double().square().sum()]) for p in params])
+    return attrs, [float(x).hex() for x in stats.flatten().tolist()]  # hex: NaN reads equal to NaN
+
+
+class Integrity:
+    """The snapshot, and :meth:`verify` against it (raises :class:`Tampered`)."""
+
+    def __init__(self, task: Any) -> None:
+        self.task = task
+        self.ref_calls = 0  # calls of the task's Model.forward (counted from here on)
+        self.calls_at_mark = 0
+        model = getattr(task, "Model", None)
+        if isinstance(model, type) and callable(getattr(model, "forward", None)):
+            model.forward = self._counted(model.forward)
+        self.spaces = _spaces(task)
+        self.ref: Any = None
+        self.ref_attrs: dict[str, dict[str, int]] = {}
+        self.ref_sums: list[str] = []
+
+    def _counted(self, forward: Any) -> Any:
+        import functools
+
+        @functools.wraps(forward)
+        def counted_forward(*args: Any, **kwargs: Any) -> Any:
+            self.ref_calls += 1
+            return forward(*args, **kwargs)
+
+        return counted_forward
+
+    def watch_reference(self, ref: Any) -> None:
+        """Watch the built reference from now on (call :meth:`mark` before each candidate call)."""
+        self.ref = ref
+        self.mark()
+
+    def mark(self) -> None:
+        """The reference's state now: what :meth:`verify` compares with.
+
+        The reference's own forward may update its buffers; the candidate's calls may change nothing of it.
+        """
+        self.calls_at_mark = self.ref_calls
+        if self.ref is not None:
+            self.ref_attrs, self.ref_sums = _reference_state(self.ref)
+
+    def renew(self) -> None:
+        """A new snapshot (after the reviewer's own work that may rebind, e.g. torch.compile baselines)."""
+        self.spaces = _spaces(self.task)
+        self.mark()
+
+    def changes(self) -> list[str]:
+        """What differs from the snapshot, as ``space.name`` strings (empty: nothing)."""
+        now = _spaces(self.task)
+        found = [
+            f"{label}.{name}"
+            for label, space in self.spaces.items()
+            for name, ident in space.items()
+            if now.get(label, {}).get(name) != ident
+        ]
+        if self.ref_calls != self.calls_at_mark:
+            found.append(f"the reference's forward was called {self.ref_calls - self.calls_at_mark} time(s)")
+        if self.ref is not None:
+            attrs, sums = _reference_state(self.ref)
+            for mod, before in self.ref_attrs.items():
+                after = attrs.get(mod, {})
+                found += [
+                    f"reference {mod}.{k}" for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)
+                ]
+            if sums != self.ref_sums:
+                found.append("the reference's parameters")
+        return found
+
+    def verify(self, when: str) -> None:
+        """Raise :class:`Tampered` naming what changed since the snapshot, if anything did."""
+        changed = self.changes()
+        if changed:
+            more = f" and {len(changed) - 5} more" if len(changed) > 5 else ""
+            raise Tampered(
+                f"the candidate reached into the reviewer's process {when}: {', '.join(changed[:5])}{more} "
+                "(the reference, PyTorch and the reviewer share its process; a candidate computes its output from "
+                "its inputs alone and changes nothing else)"
+            )
