@@ -56,6 +56,10 @@ INTROSPECTION_ATTRS = {
 }  # fmt: skip
 INTROSPECTION_NAMES = {"__import__", "__builtins__", "vars", "locals"}
 INTROSPECTS = "reads the reviewer's process beyond its inputs; a candidate's output must come from its inputs"
+# Array libraries on the host (or beside PyTorch): work done there is neither the candidate's kernels nor
+# visible to the labels; a dummy kernel launched beside it would otherwise pass as a custom-kernel success.
+HOST_ARRAY_MODULES = ("numpy", "scipy", "jax", "jaxlib", "tensorflow", "cupy", "pandas", "sklearn", "numba")
+HOST_WORK = "work outside the candidate's own kernels (on the host or in another array library) is not allowed"
 HEAVY_LIBRARY_OPS = re.compile(
     r"^(mm|bmm|addmm|baddbmm|addmv|mv|dot|matmul|linear|_?convolution\w*|conv\w*|cudnn\w*|_cudnn\w*|miopen\w*|"
     r"_scaled_dot_product\w*|_flash_attention\w*|_efficient_attention\w*|_?lstm\w*|_?gru\w*|_?rnn\w*|"
@@ -257,7 +261,10 @@ def _check_tampering(report: StaticReport, tree: ast.Module, source: str) -> Non
 
 
 def _check_introspection(report: StaticReport, tree: ast.Module) -> None:
-    """No looking around the reviewer's process: frames, the garbage collector, ``sys.modules``, its package."""
+    """No looking around the reviewer's process (frames, the garbage collector, ``sys.modules``, its package).
+
+    Nor an array library beside the kernels (NumPy and the like).
+    """
     found: list[str] = []
     for n in ast.walk(tree):
         if isinstance(n, (ast.Import, ast.ImportFrom)):
@@ -265,6 +272,9 @@ def _check_introspection(report: StaticReport, tree: ast.Module) -> None:
             found += [
                 f"imports {m}" for m in names if m.split(".")[0] in INTROSPECTION_MODULES or m in INTROSPECTION_MODULES
             ]
+            report.strict += [f"imports {m}: {HOST_WORK}" for m in names if m.split(".")[0] in HOST_ARRAY_MODULES]
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "numpy" and not n.args:
+            report.strict.append(f"calls .numpy() (line {n.lineno}): {HOST_WORK}")
         elif isinstance(n, ast.Attribute) and n.attr in INTROSPECTION_ATTRS:
             found.append(f"uses .{n.attr}")
         elif isinstance(n, ast.Attribute) and n.attr == "modules" and _dotted(n.value) == "sys":

@@ -474,18 +474,27 @@ def _build_candidate(ev: Evaluation) -> ReviewResult | None:
     return None
 
 
-def _check(ev: Evaluation, trial_seed: int, when: str, record: bool = False) -> ReviewResult | None:
-    """One correctness check on fresh inputs (trial 0 reuses the reference phase's run)."""
+def _check(
+    ev: Evaluation, trial_seed: int, when: str, record: bool = False, given: list[Any] | None = None
+) -> ReviewResult | None:
+    """One correctness check on fresh inputs (trial 0 reuses the reference phase's inputs).
+
+    ``given``: the candidate is called on these very tensors (not copies); the reference on copies made
+    before the candidate runs.
+    """
     import torch
 
     from .correctness import compare
     from .static_check import label_tf32
 
     t = time.perf_counter()
-    if ev.first is not None:
+    if given is not None:
+        inputs = given
+    elif ev.first is not None:
         inputs, ev.first = ev.first, None
     else:
         inputs = ev.inputs(trial_seed)
+    pristine = _clone(inputs) if given is not None else inputs  # the reference's, whatever the candidate writes
     if record and ev.static.default_precision_dots and _all_fp32(inputs):
         label_tf32(ev.static)  # Triton's default tl.dot precision for fp32 operands is TF32
     t = ev.step("inputs", t)
@@ -497,7 +506,7 @@ def _check(ev: Evaluation, trial_seed: int, when: str, record: bool = False) -> 
         ev.integrity.mark()
     try:
         with torch.no_grad():
-            new_out = _call_candidate(ev, inputs, record)
+            new_out = _call_candidate(ev, inputs, record, copies=given is None)
         if ev.use_cuda:
             torch.cuda.synchronize()
     except BaseException as e:  # noqa: BLE001
@@ -507,11 +516,11 @@ def _check(ev: Evaluation, trial_seed: int, when: str, record: bool = False) -> 
     if ev.low_memory and ev.use_cuda:  # the candidate's output waits on the host while the reference runs
         new_out = _to(new_out, "cpu")
         torch.cuda.empty_cache()
-    ref_out = ev.reference(inputs)
+    ref_out = ev.reference(pristine)
     t = ev.step("reference", t)
     noise: list[float] = []
     notes: list[str] = []
-    truth = (lambda: ev.truth(inputs)) if ev.req.get("float64_truth", True) else None
+    truth = (lambda: ev.truth(pristine)) if ev.req.get("float64_truth", True) else None
     if ev.use_cuda:
         held = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
@@ -547,12 +556,14 @@ def _verify(ev: Evaluation, when: str) -> None:
         ev.integrity.verify(when)
 
 
-def _call_candidate(ev: Evaluation, inputs: list[Any], record: bool) -> Any:
+def _call_candidate(ev: Evaluation, inputs: list[Any], record: bool, copies: bool = True) -> Any:
     """The candidate on a copy of ``inputs``, the RNG seeded as for the reference.
 
-    On ``record``, which kernels it launched.
+    ``copies`` False: on ``inputs`` themselves. On ``record``, which kernels it launched.
     """
     seeded_forward()
+    if not copies:
+        return ev.new(*inputs)
     if record and ev.recorder is not None:
         with ev.recorder:
             return ev.new(*_clone(inputs))
@@ -712,8 +723,31 @@ def _timing(ev: Evaluation, result: ReviewResult) -> None:
 
 
 def _recheck(ev: Evaluation) -> ReviewResult | None:
-    """New inputs again after timing: an answer cached from earlier calls (or state kept) shows up."""
-    bad = _check(ev, ev.seed + 999_983, "re-check after timing with new inputs (cached or stateful output?)")
+    """New inputs again after timing: an answer cached from earlier calls (or state kept) shows up.
+
+    The new values are written into the very tensors the timed calls used (same addresses, same
+    objects), and the candidate is called on them: an answer kept by the inputs' address or identity
+    is stale there.
+    """
+    import torch
+
+    seed = ev.seed + 999_983
+    given = None
+    if ev.timing_inputs:
+        fresh = ev.inputs(seed)
+        same = len(fresh) == len(ev.timing_inputs) and all(
+            not isinstance(a, torch.Tensor)
+            or (isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype)
+            for a, b in zip(fresh, ev.timing_inputs, strict=True)
+        )
+        if same:
+            with torch.no_grad():
+                for a, b in zip(fresh, ev.timing_inputs, strict=True):
+                    if isinstance(a, torch.Tensor):
+                        b.copy_(a)
+            given = ev.timing_inputs
+        del fresh
+    bad = _check(ev, seed, "re-check after timing with new inputs (cached or stateful output?)", given=given)
     if bad is None:
         ev.phase("recheck")
     return bad
@@ -731,12 +765,12 @@ def _time_on_gpu(
     import torch
 
     from . import cache
-    from .timing import time_adaptive
+    from .timing import new_versions, time_adaptive
 
     if run.integrity is not None:
         run.integrity.mark()
     with torch.no_grad():
-        t_new = time_adaptive(lambda: run.new(*inputs))
+        t_new = time_adaptive(lambda: run.new(*inputs), before=lambda: new_versions(inputs))
     _verify(run, "while it was timed")
     phase("timing")
     precision = req.get("precision", "fp32")

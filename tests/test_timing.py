@@ -19,3 +19,19 @@ def test_summarize_matches_statistics():
 def test_single_sample_and_interpreter_label():
     assert summarize([1.0])["std_ms"] == 0.0
     assert time_interpreter(lambda: None, runs=2)["kind"] == "interpreter"
+
+
+def test_timed_inputs_are_marked_as_written_before_each_call():
+    """A candidate keeping its answer by the inputs' version sees new inputs on every timed call."""
+    import torch
+
+    from kernelskill.runner.timing import new_versions
+
+    x, y = torch.randn(4), torch.randn(2)
+    before = (x._version, y._version)
+    new_versions([x, 3, y])
+    new_versions([x])
+    assert (x._version, y._version) == (before[0] + 2, before[1] + 1)
+    with torch.inference_mode():
+        z = torch.randn(2)
+    new_versions([z])  # an inference tensor has no version counter: left alone
