@@ -14,8 +14,9 @@ correctness trial, timing). What is watched:
   calls of the reference's ``forward`` (counted): a candidate that answers by calling the reference
   computes nothing of its own;
 - once built, every submodule of the reference, from just before each candidate call: its attributes
-  by identity (an instance ``forward``, a switch to eval mode) and a float64 sum and sum of squares of
-  each parameter (weights changed in place to match a wrong answer).
+  and its class's (and base classes') by identity (an instance or class ``forward``, a switch to eval
+  mode) and a float64 sum and sum of squares of each parameter (weights changed in place to match a
+  wrong answer).
 
 New attributes of the watched modules are allowed (PyTorch imports submodules lazily); only a
 changed or removed one, or a new attribute of the reference's submodules, counts.
@@ -68,6 +69,8 @@ def _reference_state(ref: Any) -> tuple[dict[str, dict[str, int]], list[str]]:
     import torch
 
     attrs = {name or "(model)": {k: id(v) for k, v in vars(m).items()} for name, m in ref.named_modules()}
+    classes = {c for m in ref.modules() for c in type(m).__mro__ if c is not object}  # nn.Linear.forward, say
+    attrs.update({f"class {c.__module__}.{c.__qualname__}": {k: id(v) for k, v in vars(c).items()} for c in classes})
     params = [p.detach() for p in ref.parameters()]
     if not params:
         return attrs, []

@@ -81,6 +81,9 @@ def test_the_integrity_snapshot_sees_what_a_candidate_could_change(monkeypatch):
     assert guard.changes() == ["kernelskill.runner.correctness.compare"]
     monkeypatch.undo()
     assert guard.changes() == []
+    monkeypatch.setattr(nn.Linear, "forward", lambda self, x: x)  # the class of one of the reference's layers
+    assert guard.changes() == ["reference class torch.nn.modules.linear.Linear.forward"]
+    monkeypatch.undo()
     ref(torch.randn(8, 4))
     assert guard.changes() == ["the reference's forward was called 1 time(s)"]
     guard.mark()
