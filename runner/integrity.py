@@ -88,7 +88,8 @@ class Integrity:
         self.calls_at_mark = 0
         model = getattr(task, "Model", None)
         if isinstance(model, type) and callable(getattr(model, "forward", None)):
-            model.forward = self._counted(model.forward)
+            forward = getattr(model, "forward")  # noqa: B009 - a class of any type
+            setattr(model, "forward", self._counted(forward))  # noqa: B010
         self.spaces = _spaces(task)
         self.ref: Any = None
         self.ref_attrs: dict[str, dict[str, int]] = {}
