@@ -5,9 +5,10 @@ Strict findings reject the candidate: no custom kernel at all, a try/except arou
 rebinding anything under ``torch`` / ``F`` / ``nn`` or changing a global numerics setting (the
 reference runs in the same process, so either would change what it computes), threads or
 processes, extra CUDA streams, looking around the reviewer's process (frames, the garbage collector,
-``sys.modules``, the reviewer's own package). Warnings are recorded on the review: PyTorch compute ops left in
-``forward`` (the candidate is then labelled ``torch_main_work`` when the heavy op of the
-reference, a matmul / convolution / attention, still runs in PyTorch).
+``sys.modules``, the reviewer's own package), array libraries beside PyTorch, ``.numpy()``.
+Warnings are recorded on the review: PyTorch compute ops left in ``forward`` (the candidate is then
+labelled ``torch_main_work`` when the heavy op of the reference, a matmul / convolution / attention,
+still runs in PyTorch).
 """
 
 from __future__ import annotations
@@ -56,9 +57,11 @@ INTROSPECTION_ATTRS = {
 }  # fmt: skip
 INTROSPECTION_NAMES = {"__import__", "__builtins__", "vars", "locals"}
 INTROSPECTS = "reads the reviewer's process beyond its inputs; a candidate's output must come from its inputs"
-# Array libraries on the host (or beside PyTorch): work done there is neither the candidate's kernels nor
-# visible to the labels; a dummy kernel launched beside it would otherwise pass as a custom-kernel success.
-HOST_ARRAY_MODULES = ("numpy", "scipy", "jax", "jaxlib", "tensorflow", "cupy", "pandas", "sklearn", "numba")
+# Array libraries beside PyTorch: work done there is neither the candidate's kernels nor visible to the labels;
+# a dummy kernel launched beside it would otherwise pass as a custom-kernel success. NumPy itself may be imported
+# (tasks compute constants with it in __init__); tensor data moved to it is rejected (``.numpy()`` here, any
+# conversion during the candidate's calls in the reviewer: worker.host_arrays_watch).
+HOST_ARRAY_MODULES = ("scipy", "jax", "jaxlib", "tensorflow", "cupy", "pandas", "sklearn", "numba")
 HOST_WORK = "work outside the candidate's own kernels (on the host or in another array library) is not allowed"
 HEAVY_LIBRARY_OPS = re.compile(
     r"^(mm|bmm|addmm|baddbmm|addmv|mv|dot|matmul|linear|_?convolution\w*|conv\w*|cudnn\w*|_cudnn\w*|miopen\w*|"
@@ -263,7 +266,7 @@ def _check_tampering(report: StaticReport, tree: ast.Module, source: str) -> Non
 def _check_introspection(report: StaticReport, tree: ast.Module) -> None:
     """No looking around the reviewer's process (frames, the garbage collector, ``sys.modules``, its package).
 
-    Nor an array library beside the kernels (NumPy and the like).
+    Nor an array library beside the kernels (SciPy, JAX, CuPy and the like), nor tensor data moved to NumPy.
     """
     found: list[str] = []
     for n in ast.walk(tree):

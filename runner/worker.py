@@ -14,6 +14,7 @@ import re
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -509,6 +510,8 @@ def _check(
             new_out = _call_candidate(ev, inputs, record, copies=given is None)
         if ev.use_cuda:
             torch.cuda.synchronize()
+    except HostWork as e:
+        return failure("rejected", str(e), "", ev.cid, compiled=True, correctness=ev.correctness, **ev.common)
     except BaseException as e:  # noqa: BLE001
         return ev.fail(_classify(e), e, correctness=ev.correctness)
     t = ev.step("candidate_first_call" if record else "candidate", t)
@@ -562,11 +565,58 @@ def _verify(ev: Evaluation, when: str) -> None:
         ev.integrity.verify(when)
 
 
+@contextlib.contextmanager
+def host_arrays_watch(found: list[str]) -> Iterator[None]:
+    """Record in ``found`` every conversion of a tensor to a NumPy array (``Tensor.numpy`` / ``__array__``).
+
+    Around the candidate's correctness calls: work done in NumPy beside a dummy kernel is not kernel work.
+    """
+    import torch
+
+    cls = torch.Tensor
+    saved = {name: (name in vars(cls), getattr(cls, name)) for name in ("numpy", "__array__")}
+
+    def watched(name: str, original: Any) -> Any:
+        def convert(self: Any, *args: Any, **kwargs: Any) -> Any:
+            found.append(f"Tensor.{name}")
+            return original(self, *args, **kwargs)
+
+        return convert
+
+    for name, (_, original) in saved.items():
+        setattr(cls, name, watched(name, original))
+    try:
+        yield
+    finally:
+        for name, (own, original) in saved.items():
+            if own:
+                setattr(cls, name, original)
+            else:
+                delattr(cls, name)
+
+
 def _call_candidate(ev: Evaluation, inputs: list[Any], record: bool, copies: bool = True) -> Any:
     """The candidate on a copy of ``inputs``, the RNG seeded as for the reference.
 
-    ``copies`` False: on ``inputs`` themselves. On ``record``, which kernels it launched.
+    ``copies`` False: on ``inputs`` themselves. On ``record``, which kernels it launched. Tensor data
+    moved to NumPy meanwhile raises :class:`.integrity.Tampered` (rejected).
     """
+    found: list[str] = []
+    with host_arrays_watch(found):
+        out = _candidate_call(ev, inputs, record, copies)
+    if found:
+        raise HostWork(
+            f"moved tensor data to NumPy ({found[0]}) during the call: work outside the candidate's own kernels "
+            "is not allowed"
+        )
+    return out
+
+
+class HostWork(Exception):
+    """The candidate did part of its work outside its kernels (in NumPy)."""
+
+
+def _candidate_call(ev: Evaluation, inputs: list[Any], record: bool, copies: bool) -> Any:
     seeded_forward()
     if not copies:
         return ev.new(*inputs)

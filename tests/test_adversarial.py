@@ -95,3 +95,25 @@ def test_the_integrity_snapshot_sees_what_a_candidate_could_change(monkeypatch):
     assert guard.changes() == ["the reference's parameters"]
     with pytest.raises(Tampered, match="reached into the reviewer's process during trial 3"):
         guard.verify("during trial 3")
+
+
+def test_numpy_for_constants_is_allowed(tmp_path):
+    """A task (and so a candidate copying it) may compute constants with NumPy in __init__; only tensor data moved
+    to NumPy during a call is host work."""
+    task = tmp_path / "np_task.py"
+    task.write_text(
+        "import numpy as np\nimport torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.scale = float(np.log2(8))\n\n"
+        "    def forward(self, x):\n        return torch.relu(x) * self.scale\n\n\n"
+        "def get_inputs():\n    return [torch.randn(64)]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    kernel = (FIXTURES / "adversarial" / "numpy_asarray.py").read_text()
+    head, _, _ = kernel.partition("class ModelNew")
+    source = head + (
+        "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.scale = float(np.log2(8))\n\n    def forward(self, x):\n        out = torch.empty_like(x)\n"
+        "        copy_kernel[(triton.cdiv(x.numel(), 256),)](torch.relu(x), out, x.numel(), BLOCK=256)\n"
+        "        return out * self.scale\n"
+    )
+    r = run_review(task, source, tmp_path, "np_constants", device="cpu", timeout_s=120)
+    assert r["status"] == "correct", r.get("error_digest")
