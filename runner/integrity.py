@@ -19,21 +19,30 @@ correctness trial, timing). What is watched:
   wrong answer).
 
 New attributes of the watched modules are allowed (PyTorch imports submodules lazily); only a
-changed or removed one, or a new attribute of the reference's submodules, counts.
+changed or removed one, or a new attribute of the reference's submodules or their classes, counts.
+Outside the reviewer's package and the task, PyTorch's own wrapper of a watched function is not a
+change: TorchDynamo wraps ``torch.manual_seed`` when it is first imported (an Inductor module imports
+it) and ``nn.Module.__init__`` on its first compile (:func:`torch_wrapper`).
 """
 
 from __future__ import annotations
 
 import builtins
+import os
 import sys
 import time
 from typing import Any
 
 WATCHED_PREFIX = "kernelskill."
+_MISSING = object()
 
 
 class Tampered(Exception):
     """The candidate changed what the reviewer's judgement depends on."""
+
+
+def _callables(space: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in space.items() if callable(v) or isinstance(v, (staticmethod, classmethod))}
 
 
 def _spaces(task: Any) -> dict[str, dict[str, Any]]:
@@ -58,25 +67,76 @@ def _spaces(task: Any) -> dict[str, dict[str, Any]]:
         model = getattr(task, "Model", None)
         if isinstance(model, type):
             spaces["task.Model"] = dict(vars(model))
-    return {
-        label: {k: id(v) for k, v in space.items() if callable(v) or isinstance(v, (staticmethod, classmethod))}
-        for label, space in spaces.items()
-    }
+    return {label: _callables(space) for label, space in spaces.items()}
 
 
-def _reference_state(ref: Any) -> tuple[dict[str, dict[str, int]], list[str]]:
-    """Identity of every attribute of every submodule, and (sum, sum of squares) of each parameter (as hex)."""
+def _strict(label: str) -> bool:
+    """The reviewer's package and the task: nothing there may change, not even by PyTorch."""
+    return label.startswith(WATCHED_PREFIX) or label.startswith("task")
+
+
+def torch_wrapper(new: Any, old: Any) -> bool:
+    """``new`` is PyTorch's own wrapper of ``old``: its code lives in PyTorch's package and it wraps ``old``.
+
+    TorchDynamo wraps ``torch.manual_seed`` when it is imported and ``nn.Module.__init__`` on its first
+    compile (``__wrapped__`` / a closure holding the original); a candidate's replacement is neither.
+    """
     import torch
 
-    attrs = {name or "(model)": {k: id(v) for k, v in vars(m).items()} for name, m in ref.named_modules()}
+    code = getattr(new, "__code__", None)
+    root = os.path.dirname(torch.__file__) + os.sep
+    if code is None or not code.co_filename.startswith(root):
+        return False
+    v = new
+    for _ in range(8):
+        v = getattr(v, "__wrapped__", None)
+        if v is None:
+            break
+        if v is old:
+            return True
+    for cell in getattr(new, "__closure__", None) or ():
+        try:
+            if cell.cell_contents is old:
+                return True
+        except ValueError:  # an empty cell
+            continue
+    return False
+
+
+def _reference_state(ref: Any) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[str]]:
+    """Every submodule's attributes, its classes' callables, and (sum, sum of squares) of each parameter (hex)."""
+    import torch
+
+    attrs = {name or "(model)": dict(vars(m)) for name, m in ref.named_modules()}
     classes = {c for m in ref.modules() for c in type(m).__mro__ if c is not object}  # nn.Linear.forward, say
-    attrs.update({f"class {c.__module__}.{c.__qualname__}": {k: id(v) for k, v in vars(c).items()} for c in classes})
+    methods = {f"class {c.__module__}.{c.__qualname__}": _callables(dict(vars(c))) for c in classes}
     params = [p.detach() for p in ref.parameters()]
     if not params:
-        return attrs, []
+        return attrs, methods, []
     with torch.no_grad():
         stats = torch.stack([torch.stack([p.double().sum(), p.double().square().sum()]) for p in params])
-    return attrs, [float(x).hex() for x in stats.flatten().tolist()]  # hex: NaN reads equal to NaN
+    return attrs, methods, [float(x).hex() for x in stats.flatten().tolist()]  # hex: NaN reads equal to NaN
+
+
+def _changed(
+    before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]], prefix: str, added: bool
+) -> list[str]:
+    """``prefix + space.name`` of each entry that changed; ``added``: new names count too.
+
+    Outside the strict spaces, PyTorch's own wrapper of an entry (:func:`torch_wrapper`) is no change.
+    """
+    found = []
+    for label, space in before.items():
+        now = after.get(label, {})
+        names = sorted(set(space) | set(now)) if added else list(space)
+        for name in names:
+            old, new = space.get(name, _MISSING), now.get(name, _MISSING)
+            if new is old:
+                continue
+            if not _strict(label) and old is not _MISSING and new is not _MISSING and torch_wrapper(new, old):
+                continue
+            found.append(f"{prefix}{label}.{name}")
+    return found
 
 
 class Integrity:
@@ -92,7 +152,8 @@ class Integrity:
             setattr(model, "forward", self._counted(forward))  # noqa: B010
         self.spaces = _spaces(task)
         self.ref: Any = None
-        self.ref_attrs: dict[str, dict[str, int]] = {}
+        self.ref_attrs: dict[str, dict[str, Any]] = {}
+        self.ref_methods: dict[str, dict[str, Any]] = {}
         self.ref_sums: list[str] = []
 
     def _counted(self, forward: Any) -> Any:
@@ -117,7 +178,7 @@ class Integrity:
         """
         self.calls_at_mark = self.ref_calls
         if self.ref is not None:
-            self.ref_attrs, self.ref_sums = _reference_state(self.ref)
+            self.ref_attrs, self.ref_methods, self.ref_sums = _reference_state(self.ref)
 
     def renew(self) -> None:
         """A new snapshot (after the reviewer's own work that may rebind, e.g. torch.compile baselines)."""
@@ -126,22 +187,19 @@ class Integrity:
 
     def changes(self) -> list[str]:
         """What differs from the snapshot, as ``space.name`` strings (empty: nothing)."""
-        now = _spaces(self.task)
-        found = [
-            f"{label}.{name}"
-            for label, space in self.spaces.items()
-            for name, ident in space.items()
-            if now.get(label, {}).get(name) != ident
-        ]
+        found = _changed(self.spaces, _spaces(self.task), "", added=False)  # PyTorch imports lazily: new names
         if self.ref_calls != self.calls_at_mark:
             found.append(f"the reference's forward was called {self.ref_calls - self.calls_at_mark} time(s)")
         if self.ref is not None:
-            attrs, sums = _reference_state(self.ref)
+            attrs, methods, sums = _reference_state(self.ref)
             for mod, before in self.ref_attrs.items():
                 after = attrs.get(mod, {})
                 found += [
-                    f"reference {mod}.{k}" for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)
+                    f"reference {mod}.{k}"
+                    for k in sorted(set(before) | set(after))
+                    if before.get(k) is not after.get(k)
                 ]
+            found += _changed(self.ref_methods, methods, "reference ", added=True)
             if sums != self.ref_sums:
                 found.append("the reference's parameters")
         return found

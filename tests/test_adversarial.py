@@ -117,3 +117,23 @@ def test_numpy_for_constants_is_allowed(tmp_path):
     )
     r = run_review(task, source, tmp_path, "np_constants", device="cpu", timeout_s=120)
     assert r["status"] == "correct", r.get("error_digest")
+
+
+def test_pytorchs_own_wrappers_are_no_change_but_a_candidates_are(monkeypatch):
+    """TorchDynamo wraps torch.manual_seed when imported (an Inductor seed's import does it): not a change; a
+    look-alike wrapper defined anywhere else is."""
+    import functools
+    import types
+
+    import torch
+    import torch._dynamo  # noqa: F401 - wraps torch.manual_seed
+
+    from kernelskill.runner.integrity import Integrity, torch_wrapper
+
+    original = torch.manual_seed.__wrapped__
+    assert torch_wrapper(torch.manual_seed, original)
+    look_alike = functools.wraps(original)(lambda seed: None)
+    assert not torch_wrapper(look_alike, original)
+    guard = Integrity(types.ModuleType("kernelskill_reference_test"))
+    monkeypatch.setattr(torch, "manual_seed", look_alike)
+    assert guard.changes() == ["torch.manual_seed"]
