@@ -37,7 +37,7 @@ from kernelskill.runner.env import tf32_matmuls
 from kernelskill.runner.sandbox import request_paths
 from kernelskill.runner.static_check import HEAVY_LIBRARY_OPS, library_calls
 
-from .accumulation import compensable, compensated
+from .accumulation import compensated
 from .precision import with_precision
 
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -496,14 +496,13 @@ def _capture_and_check(req: dict[str, Any], task_path: str, variant: str, seed: 
         source = with_precision(source, req["precision"], among=("ieee", "tf32"))
     problem = self_check(task_path, source, seed=seed)
     meta = {k: v for k, v in cap.items() if k != "code"}
-    if problem and compensable(source):
-        # a long fp32 reduction over tl.dot blocks that misses the tolerance: the offline diagnoser's repair
-        # (Kahan sum over the K blocks), tried here, where the seed is checked, instead of losing the seed
-        repaired, n = compensated(source)
-        if self_check(task_path, repaired, seed=seed) is None:
-            meta["compensated"] = n
-            meta["plain_self_check"] = problem
-            return {"ok": True, "source": repaired, "variant": variant, "capture": meta, "code": cap["code"]}
+    # a long fp32 reduction over tl.dot blocks that misses the tolerance: the offline diagnoser's repair
+    # (Kahan sum over the K blocks), tried here, where the seed is checked, instead of losing the seed
+    repaired, n = compensated(source) if problem else (source, 0)
+    if n and self_check(task_path, repaired, seed=seed) is None:
+        meta["compensated"] = n
+        meta["plain_self_check"] = problem
+        return {"ok": True, "source": repaired, "variant": variant, "capture": meta, "code": cap["code"]}
     if problem:
         return {"ok": False, "error": f"self-check failed: {problem}", "variant": variant, "capture": meta}
     return {"ok": True, "source": source, "variant": variant, "capture": meta, "code": cap["code"]}

@@ -67,7 +67,7 @@ from kernelskill.runner.dot_precision import applied_precision, count_exact_dots
 from kernelskill.runner.static_check import tf32_allowed
 
 from .compiler import capture_variant, is_compiler_seed
-from .precision import precision_variants, with_precision
+from .precision import precision_variants
 from .sweep import sweep_variants, sweepable_launches
 
 # Every transform this module applies (a card names one in ``transform:``; without long-term memory the
@@ -317,8 +317,6 @@ def _recapture(
     if not outcome.ok:
         return [], [], outcome.note()
     new, note = outcome.source, f"{label}: {outcome.note()}"
-    if precision:
-        if precision != applied_precision(new):  # a capture that did not set it (stand-ins in tests)
-            new = with_precision(new, precision, among=("ieee", "tf32"))
+    if precision:  # set by the capture child (precision=)
         note = f"{note}; dots kept at {precision}"
     return [cuda_graph_wrap(new) if graphed else new], [note], ""

@@ -74,10 +74,15 @@ def blocks(shape: tuple[int, ...], step: int) -> Iterator[tuple[Any, ...]]:
             yield (i, *rest)
 
 
-def _chunks(step: int, device: Any, *tensors: Any) -> Iterator[tuple[int, list[Any]]]:
-    """(flat offset, float64 flat chunks on ``device``) of same-shaped tensors, walked together."""
+def _chunks(step: int, *tensors: Any) -> Iterator[tuple[int, list[Any]]]:
+    """(flat offset, float64 flat chunks) of same-shaped tensors, walked together.
+
+    The chunks are compared on the GPU when any of the tensors is there (one may wait on the host in
+    low-memory mode), else on the CPU.
+    """
     import torch
 
+    device = next((t.device for t in tensors if t.device.type != "cpu"), tensors[0].device)
     offset = 0
     for idx in blocks(tuple(tensors[0].shape), step):
         parts = [t[idx].to(device=device, dtype=torch.float64).contiguous().view(-1) for t in tensors]
@@ -126,7 +131,7 @@ def scan(got: Any, want: Any, atol: float, rtol: float, budget: int) -> Scan:
 
     s = Scan(numel=got.numel())
     step = max(1 << 16, budget // (8 * TEMPORARIES))
-    for offset, (g, w) in _chunks(step, got.device, got, want):
+    for offset, (g, w) in _chunks(step, got, want):
         g_nan, w_nan = torch.isnan(g), torch.isnan(w)
         w_fin = torch.isfinite(w)
         s.got_nan += int(g_nan.sum())
@@ -160,7 +165,7 @@ def reference_noise(ref: Any, truth: Any, rtol: float, budget: int | None = None
     budget = budget or chunk_budget(ref.numel() * ref.element_size())
     step = max(1 << 16, budget // (8 * TEMPORARIES))
     worst = 0.0
-    for _, (r, t) in _chunks(step, ref.device, ref, truth):
+    for _, (r, t) in _chunks(step, ref, truth):
         excess = (r - t).abs() - rtol * t.abs()
         finite = torch.isfinite(excess)
         if bool(finite.any()):

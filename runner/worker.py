@@ -503,8 +503,7 @@ def _check(
         poison_cuda_cache(1 << 30 if ev.low_memory else 8 << 30)
         t = ev.step("poison", t)
     # The candidate runs first: no reference output of these inputs exists yet for it to find in the process.
-    if ev.integrity is not None:
-        ev.integrity.mark()
+    _mark(ev)
     try:
         with torch.no_grad():
             new_out = _call_candidate(ev, inputs, record, copies=given is None)
@@ -519,13 +518,7 @@ def _check(
     if ev.low_memory and ev.use_cuda:  # the candidate's output waits on the host while the reference runs
         new_out = _to(new_out, "cpu")
         torch.cuda.empty_cache()
-    ref_out = ev.reference(pristine)
-    if (
-        ev.low_memory and ev.use_cuda
-    ):  # then the reference's waits on the host, the candidate's is compared on the device
-        ref_out = _to(ref_out, "cpu")
-        torch.cuda.empty_cache()
-        new_out = _to(new_out, ev.device)
+    ref_out = ev.reference(pristine)  # compared chunk by chunk on the device (correctness._chunks)
     t = ev.step("reference", t)
     noise: list[float] = []
     notes: list[str] = []
@@ -557,6 +550,12 @@ def _check(
             **ev.common,
         )
     return None
+
+
+def _mark(ev: Evaluation) -> None:
+    """:meth:`.integrity.Integrity.mark` before the candidate runs (what :func:`_verify` compares with)."""
+    if ev.integrity is not None:
+        ev.integrity.mark()
 
 
 def _verify(ev: Evaluation, when: str) -> None:
@@ -599,7 +598,7 @@ def _call_candidate(ev: Evaluation, inputs: list[Any], record: bool, copies: boo
     """The candidate on a copy of ``inputs``, the RNG seeded as for the reference.
 
     ``copies`` False: on ``inputs`` themselves. On ``record``, which kernels it launched. Tensor data
-    moved to NumPy meanwhile raises :class:`.integrity.Tampered` (rejected).
+    moved to NumPy meanwhile raises :class:`HostWork` (rejected).
     """
     found: list[str] = []
     with host_arrays_watch(found):
@@ -766,8 +765,7 @@ def _timing(ev: Evaluation, result: ReviewResult) -> None:
     from .timing import time_interpreter
 
     runs = int(ev.req.get("cpu_time_runs", 1))
-    if ev.integrity is not None:
-        ev.integrity.mark()
+    _mark(ev)
     with torch.no_grad():
         t_new = time_interpreter(lambda: ev.new(*inputs), runs=runs)
     _verify(ev, "while it was timed")
@@ -823,8 +821,7 @@ def _time_on_gpu(
     from . import cache
     from .timing import new_versions, time_adaptive
 
-    if run.integrity is not None:
-        run.integrity.mark()
+    _mark(run)
     with torch.no_grad():
         t_new = time_adaptive(lambda: run.new(*inputs), before=lambda: new_versions(inputs))
     _verify(run, "while it was timed")

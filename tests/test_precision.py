@@ -199,10 +199,13 @@ def test_autotune_recapture_keeps_the_parents_dot_precision(tmp_path, monkeypatc
         precision=None,
     ):
         asked.append((variant, tf32))
-        kept_at.append(precision)  # the child sets it before its self-check; this stand-in leaves it to the caller
+        kept_at.append(precision)
         if tf32 and failing:
             return SeedOutcome(variant, error="boom")
-        return SeedOutcome(variant, source=fresh_tf32 if tf32 else fresh)
+        source = fresh_tf32 if tf32 else fresh
+        if precision:  # as the capture child does, before its self-check
+            source = with_precision(source, precision, among=("ieee", "tf32"))
+        return SeedOutcome(variant, source=source)
 
     monkeypatch.setattr(transforms, "capture_variant", capture)
     for precision in PRECISIONS:
