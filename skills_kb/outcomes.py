@@ -128,12 +128,10 @@ def read_outcomes(path: str | Path) -> list[dict[str, Any]]:
     records = []
     for line in text.splitlines():
         try:
-            rec = json.loads(line)
+            records.append(json.loads(line))
         except ValueError:
             continue
-        if isinstance(rec, dict) and rec.get("skill_id"):
-            records.append(rec)
-    return records
+    return _well_formed(records)
 
 
 def _well_formed(records: list[Any]) -> list[dict[str, Any]]:
@@ -190,14 +188,13 @@ class PostgresStore:
     def _setup(self, conn: Any) -> None:
         if self._ready:
             return
-        conn.execute("SELECT pg_advisory_lock(%s)", (_TABLE_LOCK,))  # concurrent CREATE TABLEs can collide
-        try:
+        from kernelskill.checkpoints import advisory_lock
+
+        with advisory_lock(conn, _TABLE_LOCK):  # concurrent CREATE TABLEs can collide
             conn.execute(
                 f"CREATE TABLE IF NOT EXISTS {POSTGRES_TABLE} (id BIGSERIAL PRIMARY KEY, "
                 "written TIMESTAMPTZ NOT NULL DEFAULT now(), record JSONB NOT NULL)"
             )
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (_TABLE_LOCK,))
         self._ready = True
 
     def append(self, record: Mapping[str, Any]) -> None:
