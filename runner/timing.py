@@ -41,12 +41,17 @@ def summarize(samples: list[float]) -> dict[str, Any]:
 
 
 def _timed_trial(fn: Callable[[], Any], flush: Any, before: Callable[[], Any] | None = None) -> float:
-    """One trial: flush the L2 (write a buffer larger than it), ``before`` (untimed), then time ``fn`` (ms)."""
+    """One trial: ``before`` (untimed), flush the L2 (write a buffer larger than it), then time ``fn`` (ms).
+
+    The flush is the last thing queued before the start event: ``fn``'s launch is queued while the GPU
+    still flushes, so the window holds the kernels, not the host's launch latency. (Host work between
+    the flush and the start event can leave the GPU idle when the start event fires.)
+    """
     import torch
 
-    flush.zero_()
     if before is not None:
         before()
+    flush.zero_()
     start = torch.cuda.Event(enable_timing=True)
     end = torch.cuda.Event(enable_timing=True)
     start.record()

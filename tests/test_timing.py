@@ -35,3 +35,35 @@ def test_timed_inputs_are_marked_as_written_before_each_call():
     with torch.inference_mode():
         z = torch.randn(2)
     new_versions([z])  # an inference tensor has no version counter: left alone
+
+
+def test_the_flush_is_queued_last_before_the_start_event(monkeypatch):
+    """``before``'s host work runs ahead of the L2 flush, never between it and the start event."""
+    import torch
+
+    from kernelskill.runner import timing
+
+    order: list[str] = []
+
+    made: list[str] = []
+
+    class Event:
+        def __init__(self, enable_timing: bool) -> None:
+            self.name = "end" if made else "start"
+            made.append(self.name)
+
+        def record(self) -> None:
+            order.append(f"record {self.name}")
+
+        def elapsed_time(self, other: "Event") -> float:
+            return 1.0
+
+    class Flush:
+        def zero_(self) -> None:
+            order.append("flush")
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    ms = timing._timed_trial(lambda: order.append("fn"), Flush(), lambda: order.append("before"))
+    assert ms == 1.0
+    assert order == ["before", "flush", "record start", "fn", "record end"]
