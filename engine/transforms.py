@@ -17,13 +17,16 @@ Each transform implements the method of the skill cards that name it (``transfor
   kernel recaptured with its 2-D convolutions as im2col + GEMM (``engine/reformulate.py``), so that
   Inductor's matmul template does their math; the parent's dot precision is kept as for
   ``autotune_sweep`` (with ``Context.split_gemm``, a ``tf32x3`` parent also gets the GEMMs over 3xTF32
-  split operands, as ``dot_precision`` makes them), and a later ``autotune_sweep`` keeps the form.
+  split operands, as ``dot_precision`` makes them, where the precision policy allows single-pass TF32
+  dots), and a later ``autotune_sweep`` keeps the form.
 - ``dot_precision`` (card ``dot-input-precision``): every fp32 ``tl.dot`` kept off tensor cores
   (``input_precision="ieee"`` / ``allow_tf32=False``) rewritten to ``"tf32x3"`` and, as further
   variants, ``"tf32"`` and ``"tf32"`` of operands rounded to nearest (``tf32r``; ``engine/precision.py``);
   with ``Context.split_gemm`` (off by default), for a compiler seed whose dots are all GEMM templates,
   also a recapture with each fp32 GEMM as one TF32 GEMM over 3xTF32 split operands
-  (``engine/reformulate.py``); the reviewer keeps the fastest one that is correct. On an H200 the split
+  (``engine/reformulate.py``), where the precision policy allows a single-pass TF32 dot (the reviewer
+  cannot tell split operands from plain ones, so under ``fp32`` with fp32 matmuls it is not tried); the
+  reviewer keeps the fastest one that is correct. On an H200 the split
   GEMMs missed the fp32 tolerance on level 1's 4096^3 matmuls and on attention (likely because every
   product goes into the running sum inside the tensor-core instruction, where Triton's ``tf32x3`` adds
   each tile's products to it in fp32) and, where correct, were never the fastest candidate
@@ -187,12 +190,16 @@ _SEED_FORMS = {
 }
 
 
-def split_gemm_applicable(base: str) -> str | None:
+def split_gemm_applicable(base: str, tf32_ok: bool = True) -> str | None:
     """None when a compiler seed can be recaptured with its GEMMs over 3xTF32 split operands, else why not.
 
     A Triton convolution template would run in TF32 in such a capture (TF32 is allowed globally), so a
-    seed with one is left to ``conv_gemm`` first.
+    seed with one is left to ``conv_gemm`` first. The split GEMM is one single-pass TF32 ``tl.dot``: where
+    the precision policy allows no such dot (``tf32_ok`` false: ``fp32`` with fp32 matmuls in the
+    reference), the reviewer rejects it whatever its operands, so it is not tried.
     """
+    if not tf32_ok:
+        return "precision fp32: the reviewer rejects a single-pass TF32 dot, over split operands too"
     if _captured_with(base, SPLIT_GEMM_MARK):
         return "GEMMs already over 3xTF32 split operands"
     if CONV_TEMPLATE.search(base):
@@ -233,7 +240,7 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
     if transform == "dot_precision":
         variants = precision_variants(source, _tf32_ok(ctx, task_path))
         sources, notes = [v for v, _ in variants], [note for _, note in variants]
-        if ctx.split_gemm and variant is not None and split_gemm_applicable(base) is None:
+        if ctx.split_gemm and variant is not None and split_gemm_applicable(base, _tf32_ok(ctx, task_path)) is None:
             split, split_notes, problem = _recapture(
                 ctx, task_path, workdir, base, variant, conv_gemm_form, graphed, "dot_precision", split=True
             )
@@ -252,7 +259,8 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
         return sources + exact, notes + exact_notes, "" if sources or exact else problem or exact_problem
     if transform == "conv_gemm" and variant is not None:
         sources, notes, problem = _recapture(ctx, task_path, workdir, base, variant, True, graphed, "conv_gemm")
-        if ctx.split_gemm and applied_precision(base) == "tf32x3":  # near-fp32 on tensor cores, like tf32x3
+        # near-fp32 on tensor cores, like tf32x3, where the policy allows the single-pass TF32 dot it is
+        if ctx.split_gemm and applied_precision(base) == "tf32x3" and _tf32_ok(ctx, task_path):
             split, split_notes, _ = _recapture(ctx, task_path, workdir, base, variant, True, graphed, "conv_gemm", True)
             sources, notes = sources + split, notes + split_notes
         return sources, notes, problem if not sources else ""

@@ -118,7 +118,8 @@ class Context(BaseSettings):
         default=False,
         description=(
             "Also try, in dot_precision and conv_gemm, a recapture with every fp32 GEMM as one TF32 "
-            "GEMM over 3xTF32 split operands (H200: correct on 4 of 7 tasks, the fastest on none)."
+            "GEMM over 3xTF32 split operands, where the precision policy allows a single-pass TF32 dot "
+            "(H200: correct on 4 of 7 tasks, the fastest on none)."
         ),
     )
     seed_timeout_s: float = Field(

@@ -430,10 +430,13 @@ def test_conv_gemm_recaptures_a_seed_with_a_convolution_template(tmp_path, monke
     [kept], [note], _ = apply("conv_gemm", tf32x3, Context(), "t.py", tmp_path)
     assert calls == [("triton", True, True, False)] and precisions == ["tf32x3"]  # set before the self-check
     assert applied_precision(kept) == "tf32x3" and note.endswith("dots kept at tf32x3")
-    calls.clear()  # and with split_gemm on, gets the split-operand GEMMs too
-    sources, notes, _ = apply("conv_gemm", tf32x3, Context(split_gemm=True), "t.py", tmp_path)
+    calls.clear()  # and with split_gemm on, gets the split-operand GEMMs too where single-pass TF32 is allowed
+    sources, notes, _ = apply("conv_gemm", tf32x3, Context(split_gemm=True, precision="tf32"), "t.py", tmp_path)
     assert calls == [("triton", True, True, False), ("triton", True, True, True)] and len(sources) == 2
     assert seed.SPLIT_GEMM_MARK in sources[1][:2000] and seed.SPLIT_GEMM_MARK not in sources[0][:2000]
+    calls.clear()  # under fp32 with a reference of fp32 matmuls ("t.py": none read) the reviewer would reject it
+    sources, notes, _ = apply("conv_gemm", tf32x3, Context(split_gemm=True), "t.py", tmp_path)
+    assert calls == [("triton", True, True, False)] and len(sources) == 1
 
 
 def test_dot_precision_of_a_compiler_seed_adds_a_split_operand_recapture(tmp_path, monkeypatch):
@@ -450,6 +453,10 @@ def test_dot_precision_of_a_compiler_seed_adds_a_split_operand_recapture(tmp_pat
     on = Context(split_gemm=True, precision="tf32")
     sources, notes, problem = apply("dot_precision", base, on, "t.py", tmp_path)
     assert calls == [("triton", True, False, True)] and not problem and len(sources) == 4
+    calls.clear()  # under fp32 (fp32 matmuls in the reference) the reviewer rejects any single-pass TF32 dot
+    fp32 = Context(split_gemm=True)
+    assert "precision fp32" in transforms.split_gemm_applicable(base, tf32_ok=False)
+    assert len(apply("dot_precision", base, fp32, "t.py", tmp_path)[0]) == 1 and calls == []
     split = sources[3]
     assert seed.SPLIT_GEMM_MARK in split[:2000] and dot_precisions(split) == {"tf32"}, notes[3]
     assert notes[3].startswith("dot_precision: compiler seed") and "3xTF32 split GEMM" in notes[3]

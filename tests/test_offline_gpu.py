@@ -78,13 +78,15 @@ def test_split_operand_recapture_of_fp32_gemms(tmp_path):
     task = TASKS / name
     template = capture_variant(Context(), str(task), "triton", tmp_path)
     assert template.ok, template.error
-    sources, notes, problem = apply("dot_precision", template.source, Context(split_gemm=True), str(task), tmp_path)
-    assert not problem and len(sources) == 2, notes  # precision fp32: tf32x3, then the split-operand recapture
-    split = sources[1]
-    assert SPLIT_GEMM_MARK in split[:2000] and "3xTF32 split GEMM" in notes[1], notes[1]
+    # its GEMM is a single-pass TF32 dot, which precision fp32 rejects whatever the operands: tried under tf32
+    ctx = Context(split_gemm=True, precision="tf32")
+    sources, notes, problem = apply("dot_precision", template.source, ctx, str(task), tmp_path)
+    assert not problem and len(sources) == 4, notes  # tf32x3, tf32, tf32r, then the split-operand recapture
+    split = sources[3]
+    assert SPLIT_GEMM_MARK in split[:2000] and "3xTF32 split GEMM" in notes[3], notes[3]
     times = {}
     for label, src in (("tf32x3", sources[0]), ("split", split)):
-        r = run_review(task, src, tmp_path, label, device="cuda")
+        r = run_review(task, src, tmp_path, label, device="cuda", precision="tf32")
         assert r["status"] == "correct" and r["custom_kernel"], (label, r.get("error_digest"))
         times[label] = r["runtime_ms"]
     print(f"{name}: tf32x3 {times['tf32x3']:.3f} ms, split operands {times['split']:.3f} ms")
