@@ -11,7 +11,10 @@ whose main work is PyTorch or a library call (cuBLAS / cuDNN), whatever their ti
 ``any`` (the default) the fastest correct candidate wins and keeps its label.
 
 A seed round that ends with no correct candidate reviews one last resort, the reference's own ops
-(:func:`reference_fallback`), so a run never ends without an answer when one exists. A
+(:func:`reference_fallback`), so a run never ends without an answer when one exists. Under ``any``,
+a run that ends with a GPU-timed best clearly slower than eager reviews the same candidate before it
+ends (:func:`_reference_may_win`): the fastest correct answer is then the reference's own ops,
+labelled ``torch_main_work``, never a custom-kernel success. A
 ``harness_error`` (the reviewer's own failure, already retried once in low-memory mode) is not
 the candidate's: it goes to no repair and into no skill's priors. Without long-term memory
 (``Context.memory``) no round is written to the priors store; the trajectory is always recorded
@@ -89,16 +92,38 @@ def _needs_last_resort(state: State) -> bool:
     )
 
 
-def reference_fallback(state: State, update: dict[str, Any]) -> Candidate:
+FALLBACK_REVIEW_S = 40.0  # time a review of the reference's own ops needs at least (baselines cached)
+
+
+def _reference_may_win(ctx: Context, state: State) -> bool:
+    """Under ``kernels = any``, the run ends with a GPU-timed best clearly slower than eager, and time is left.
+
+    The reference's own ops run at eager's speed, so they would be the faster correct answer.
+    """
+    best = state.get("best")
+    if ctx.kernels != "any" or best is None or state.get("task_error"):
+        return False
+    review = best["review"]
+    speedup = review.get("speedup_vs_eager")
+    if review.get("timing_kind") != "cuda_events" or speedup is None or speedup >= 1 - IMPROVEMENT:
+        return False
+    left = deadline.left()
+    tried = any(c["origin"] == "reference" for c in state.get("candidates", []))
+    return not tried and (left is None or left >= FALLBACK_REVIEW_S)
+
+
+def reference_fallback(
+    state: State, update: dict[str, Any], why_used: str = "no better candidate was correct"
+) -> Candidate:
     """The last resort: a candidate that composes the reference's own ops (``torch_main_work``).
 
     Correct by construction, still reviewed like any other; its header says why each better
-    candidate failed, so the report does too.
+    candidate failed (or, ``why_used``, lost), so the report does too.
     """
     attempts = list(state.get("attempts", [])) + list(update.get("attempts", []))
     why = [f"{a['candidate_id']}: {a['status']}: {a['error_digest'][:200]}" for a in attempts] or ["no candidate"]
     header = "\n".join(
-        [f"# {REFERENCE_FALLBACK_MARK}: the reference's own PyTorch ops, used because no better candidate was correct."]
+        [f"# {REFERENCE_FALLBACK_MARK}: the reference's own PyTorch ops, used because {why_used}."]
         + [f"# - {line}" for line in why]
     )
     source = f'{header}\n{state["task"]["source"]}\n\n\nclass ModelNew(Model):\n    """The reference\'s forward."""\n'
@@ -212,4 +237,18 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     nxt, reason = decide_after_review(apply_update(state, update))
     if nxt == END:
         update["stop_reason"] = reason
+        after = apply_update(state, update)
+        if _reference_may_win(ctx, after):
+            best, was = after["best"], update.get("best")
+            speedup = best["review"]["speedup_vs_eager"]
+            slower = f"the best candidate ({best['candidate']['id']}) ran at {speedup:.2f}x eager"
+            extra = reference_fallback(state, update, slower)
+            r = _review(ctx, state, extra)
+            update["candidates"] = list(update.get("candidates", [])) + [extra]
+            update["attempts"].append(
+                Attempt(candidate_id=extra["id"], round=rnd, status=r["status"], error_digest=r.get("error_digest", ""))
+            )
+            admit(extra, r)
+            if update.get("best") is not was:
+                update["stop_reason"] = f"{reason}; kept the reference's own ops (kernels any): {slower}"
     return update

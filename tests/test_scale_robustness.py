@@ -238,3 +238,63 @@ def test_an_eval_counts_an_unusable_task_as_an_error(tmp_path):
     (tmp_path / REPORT).write_text(json.dumps({**report, "best_review": None, "trajectory": []}))
     row = task_row(TaskSpec(2, FIXTURES / "tasks" / "raising_reference.py"), tmp_path)
     assert row["status"] == "error" and "unusable task: the reference raised" in row["reason"]
+
+
+def _timed(cid: str, ms: float, eager_ms: float, custom: bool = True) -> dict:
+    labels = [] if custom else ["torch_main_work"]
+    review = failure("correct", "", candidate_id=cid)
+    review.update(correct=True, timing_kind="cuda_events", runtime_ms=ms, speedup_vs_eager=eager_ms / ms)
+    review.update(custom_kernel=custom, labels=labels)
+    return review
+
+
+@pytest.mark.parametrize(
+    ("kernels", "best_ms", "reviewed_reference"),
+    [("any", 25.0, True), ("custom", 25.0, False), ("any", 10.1, False)],
+)
+def test_a_run_ending_slower_than_eager_keeps_the_reference_under_kernels_any(
+    tmp_path, monkeypatch, kernels, best_ms, reviewed_reference
+):
+    """Under ``any`` the fastest correct answer may be the reference's own ops: reviewed before the run ends
+    when the best is clearly slower than eager (10 ms here), labelled torch_main_work; never under
+    ``custom``, nor when the best is within 2 % of eager."""
+    from types import SimpleNamespace
+
+    from kernelskill.graph.context import Context
+    from kernelskill.graph.state import Candidate
+    from kernelskill.nodes import reviewer as node
+
+    reviewed: list[str] = []
+
+    def fake_review(ctx, state, cand):
+        reviewed.append(cand["origin"])
+        if cand["origin"] == "reference":
+            assert "ran at 0.40x eager" in cand["source"].splitlines()[0]
+            return _timed(cand["id"], 10.0, 10.0, custom=False)
+        return _timed(cand["id"], best_ms * 1.5, 10.0)  # this round's candidate: correct, slower than the best
+
+    monkeypatch.setattr(node, "_review", fake_review)
+    monkeypatch.setattr(node, "decide_after_review", lambda state: (node.END, "round budget spent"))
+    seed = Candidate(id="r0-compiler-0", source="s", origin="compiler", parent_id=None, round=0, note="seed")
+    cand = Candidate(id="r1-optimizer-1", source="c", origin="optimizer", parent_id=seed["id"], round=1, note="")
+    task = {"name": "t", "path": "t.py", "source": "class Model: pass\n"}
+    state = {
+        "task": task,
+        "task_path": "t.py",
+        "budget": {"max_rounds": 1, "max_repairs": 1},
+        "round": 1,
+        "repairs": 0,
+        "current": cand,
+        "candidates": [seed, cand],
+        "best": {"candidate": seed, "review": _timed(seed["id"], best_ms, 10.0)},
+        "attempts": [],
+        "trajectory": [],
+    }
+    update = node.reviewer(state, SimpleNamespace(context=Context(kernels=kernels, device="cpu")))
+    assert reviewed == ["optimizer", "reference"] if reviewed_reference else ["optimizer"]
+    if reviewed_reference:
+        assert update["best"]["candidate"]["origin"] == "reference"
+        assert "torch_main_work" in update["best"]["review"]["labels"]
+        assert "kept the reference's own ops" in update["stop_reason"]
+    else:
+        assert "best" not in update and update["stop_reason"] == "round budget spent"
