@@ -8,6 +8,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from kernelskill.engine.inductor_seed import ATTENTION_MARK, FLASH_MARK
+from kernelskill.engine.transforms import applicable
 from kernelskill.graph.context import Context
 from kernelskill.graph.memory import recall
 from kernelskill.graph.search import select_parent
@@ -143,6 +144,7 @@ def extract_features(source: str) -> dict[str, Any]:
         "uses_cuda_source": "load_inline" in source,
         "conv_dot_kernel": conv_dot,
         "attention_unfused": ATTENTION_MARK in source[:2000] and FLASH_MARK not in source[:2000],
+        "conv_not_own_kernel": applicable("conv_kernel", source) is None,
     }
 
 

@@ -457,3 +457,28 @@ def test_a_channels_last_input_is_rounded_in_place_of_a_layout_pass():
     assert got.stride() == x.stride()
     torch.testing.assert_close(got, _to_tf32(x.permute(0, 2, 3, 4, 1)).permute(0, 4, 1, 2, 3), rtol=0, atol=0)
     torch.testing.assert_close(channels_last(x.contiguous(), True), got, rtol=0, atol=0)  # the kernel's rounding
+
+
+def test_a_dense_convolution_outside_our_kernel_goes_to_it_before_the_dot_precision():
+    """The policy sends a compiler seed's dense convolution (cuDNN or Inductor's template, fp32 dots
+    included) to our kernel first: it picks the products' precision itself. A sparse one (depthwise: few
+    FLOPs per byte) and one already in our kernel are left to the other rules."""
+    from kernelskill.engine.compiler import SEED_MARK
+    from kernelskill.engine.inductor_seed import CONV_KERNEL_MARK
+    from kernelskill.nodes.feature_extractor import extract_features
+    from kernelskill.skills_kb.policy import decide
+
+    head = f'"""{SEED_MARK} for t: TorchInductor\'s kernels (variant \'triton\'), captured"""\n'
+    template = head + (
+        "@triton.jit\ndef triton_tem_fused_convolution_0(x, w, y):\n"
+        "    acc += tl.dot(a, b, allow_tf32=False)\n\n"
+        "def call(args):\n    triton_tem_fused_convolution_0.run(x, w, y)\n"
+    )
+    features = extract_features(template)
+    assert features["conv_not_own_kernel"] is True and features["dot_fp32_exact"] is True
+    d = decide(features, {"arithmetic_intensity": 150.0})
+    assert (d.rule, d.prefer[0]) == ("conv-outside-own-kernel", ["implicit-gemm-conv"])
+    assert decide(features, {"arithmetic_intensity": 2.0}).rule == "fp32-dot-off-tensor-cores"
+    ours = template.replace("captured", f"{CONV_KERNEL_MARK} (tf32x3), captured")
+    assert extract_features(ours)["conv_not_own_kernel"] is False
+    assert decide(extract_features(ours), {"arithmetic_intensity": 150.0}).rule == "fp32-dot-off-tensor-cores"

@@ -180,7 +180,7 @@ def _policy_data():
     "mutate, message",
     [
         (lambda p: p["rules"][0].update(bottleneck="slowness"), "rules[0] (torch-ops-in-forward): unknown bottleneck"),
-        (lambda p: p["rules"][3].update(any=["metrics.colour > 1"]), "rules[3] (conv-kernel-spills): unknown metrics"),
+        (lambda p: p["rules"][4].update(any=["metrics.colour > 1"]), "rules[4] (conv-kernel-spills): unknown metrics"),
         (lambda p: p["derived"].update(limiter_pct="__import__('os').system('true')"), "derived.limiter_pct"),
         (lambda p: p["derived"].update(headroom_pct="100 - metrics.nope"), "unknown field metrics.nope"),
         (lambda p: p["derived"].update(speed="1"), "derived.speed: not listed in skills_kb/schema.py DERIVED"),
