@@ -51,7 +51,7 @@ FEATURES: dict[str, str] = {
     "uses_cuda_source": "the candidate carries CUDA C++ source (load_inline)",
     "conv_dot_kernel": "a kernel named for a convolution calls tl.dot (a direct / template convolution)",
     "attention_unfused": "a compiler seed's attention runs unfused (library or math path) where a fused kernel fits",
-    "conv_not_own_kernel": "a compiler seed's convolutions run in cuDNN or Inductor's template, not yet in our own kernel",
+    "conv_not_own_kernel": "a compiler seed's convolutions run in cuDNN or Inductor's template, not in our kernel",
 }
 
 METRICS: dict[str, str] = {
