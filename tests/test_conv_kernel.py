@@ -479,6 +479,8 @@ def test_a_dense_convolution_outside_our_kernel_goes_to_it_before_the_dot_precis
     d = decide(features, {"arithmetic_intensity": 150.0})
     assert (d.rule, d.prefer[0]) == ("conv-outside-own-kernel", ["implicit-gemm-conv"])
     assert decide(features, {"arithmetic_intensity": 2.0}).rule == "fp32-dot-off-tensor-cores"
+    both = {**features, "attention_unfused": True}  # unfused attention beside a convolution: attention first
+    assert decide(both, {"arithmetic_intensity": 150.0}).rule == "attention-unfused"
     ours = template.replace("captured", f"{CONV_KERNEL_MARK} (tf32x3), captured")
     assert extract_features(ours)["conv_not_own_kernel"] is False
     assert decide(extract_features(ours), {"arithmetic_intensity": 150.0}).rule == "fp32-dot-off-tensor-cores"
