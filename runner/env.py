@@ -69,3 +69,33 @@ def tf32_matmuls(on: bool) -> Any:
             torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
     return allowed() if on else contextlib.nullcontext()
+
+
+# aten ops whose fp32 numerics TF32 flags can change: cuBLAS products, cuDNN convolutions and RNNs, and what
+# Inductor turns into tl.dot (a superset: an op named like one of these counts)
+TF32_OPS = ("mm", "matmul", "linear", "conv", "dot", "einsum", "attention", "rnn", "lstm", "gru", "mv", "bilinear")
+
+
+def tf32_matters(model: Any, inputs: list[Any]) -> bool:
+    """True when one forward of ``model`` on ``inputs`` calls an aten op that TF32 flags can change.
+
+    Recorded with a dispatch mode (one more forward, no grad). Where nothing of the kind runs
+    (element-wise work, reductions, scans), TF32 allowed or not computes the same program; when in
+    doubt (the recording fails), True.
+    """
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: set[str] = set()
+
+    class Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            seen.add(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    try:
+        with torch.no_grad(), Recorder():
+            model(*inputs)
+    except Exception:  # noqa: BLE001 - a model the recorder cannot follow: assume TF32 matters
+        return True
+    return any(op in name for name in seen for op in TF32_OPS)

@@ -20,7 +20,7 @@ from typing import Any
 
 from . import gpu_share
 from .correctness import float64_reference, seeded_forward
-from .env import tf32_matmuls
+from .env import tf32_matmuls, tf32_matters
 from .integrity import Integrity, Tampered
 from .result import ReviewResult, failure
 from .sandbox import request_paths
@@ -814,7 +814,8 @@ def _time_on_gpu(
 
     The baselines run under the precision policy's numerics (``tf32``: TF32 matmuls allowed) and
     are cached under a key that names it. Under ``fp32``, torch.compile with TF32 matmuls allowed is
-    timed too, for context (``speedup_vs_compile_tf32``).
+    timed too, for context (``speedup_vs_compile_tf32``), where the reference calls an op TF32 can
+    change (:func:`.env.tf32_matters`); elsewhere it is the same program, and its timing is the fp32 one.
     """
     import torch
 
@@ -832,9 +833,11 @@ def _time_on_gpu(
     if not base:
         with torch.no_grad(), tf32_matmuls(precision == "tf32"):
             base = {"eager": time_adaptive(lambda: run.ref(*inputs)), **_compiled_baseline(run.ref, inputs, "compile")}
-        if precision == "fp32":
+        if precision == "fp32" and tf32_matters(run.ref, inputs):
             with torch.no_grad(), tf32_matmuls(True):
                 base.update(_compiled_baseline(run.ref, inputs, "compile_tf32"))
+        elif precision == "fp32":  # no product TF32 could change: the same program, not compiled and timed again
+            base["compile_tf32"], base["compile_tf32_same"] = base.get("compile"), True
         cache.put("baselines", key, base)
         if run.integrity is not None:  # torch.compile (the reviewer's own work) may rebind what it imports
             run.integrity.renew()

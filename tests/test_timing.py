@@ -67,3 +67,23 @@ def test_the_flush_is_queued_last_before_the_start_event(monkeypatch):
     ms = timing._timed_trial(lambda: order.append("fn"), Flush(), lambda: order.append("before"))
     assert ms == 1.0
     assert order == ["before", "flush", "record start", "fn", "record end"]
+
+
+def test_tf32_matters_only_where_the_reference_calls_a_product():
+    """The TF32 context baseline is compiled and timed again only where TF32 flags can change the program."""
+    import torch
+    from torch import nn
+
+    from kernelskill.runner.env import tf32_matters
+
+    x = torch.randn(4, 8)
+    assert tf32_matters(nn.Linear(8, 3), [x])
+    assert tf32_matters(lambda a: a @ a.T, [x])
+    assert tf32_matters(nn.Conv1d(4, 2, 3), [torch.randn(1, 4, 9)])
+    assert not tf32_matters(lambda a: torch.cumsum(torch.relu(a), dim=1).amax(dim=0), [x])
+    assert not tf32_matters(nn.LayerNorm(8), [x])
+
+    def broken(a):
+        raise RuntimeError("a model the recorder cannot follow")
+
+    assert tf32_matters(broken, [x])  # in doubt: it matters
