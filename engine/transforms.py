@@ -311,16 +311,13 @@ def _recapture(
     conv_kernel = conv_kernel or (kept.group(1) if kept else None)  # a later recapture keeps the form
     precision = None if split else applied_precision(base)
     tf32 = split or precision is not None
-    extra: dict[str, Any] = {"conv_kernel": conv_kernel} if conv_kernel else {}  # only when set
-    # the child writes the parent's precision into the capture's dots before its self-check, which so judges the
-    # candidate to be reviewed (a TF32 capture's single-pass dots would fail an fp32 reference's check)
-    kept_at = {"precision": precision} if precision else {}
-    outcome = capture_variant(
-        ctx, task_path, variant, workdir, tf32, reserve, conv_gemm, split, flash, **extra, **kept_at
-    )
+    # only when set; the child writes the parent's precision into the capture's dots before its self-check, which
+    # so judges the candidate to be reviewed (a TF32 capture's single-pass dots would fail an fp32 reference's check)
+    extra: dict[str, Any] = {k: v for k, v in (("conv_kernel", conv_kernel), ("precision", precision)) if v}
+    outcome = capture_variant(ctx, task_path, variant, workdir, tf32, reserve, conv_gemm, split, flash, **extra)
     if not outcome.ok and precision:
         outcome = capture_variant(
-            ctx, task_path, variant, workdir, reserve_s=reserve, conv_gemm=conv_gemm, flash=flash, **extra, **kept_at
+            ctx, task_path, variant, workdir, reserve_s=reserve, conv_gemm=conv_gemm, flash=flash, **extra
         )
     if not outcome.ok:
         return [], [], outcome.note()

@@ -172,29 +172,28 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         pool = update.get("parents", state.get("parents", []))
         update["parents"] = update_parents(pool, {"candidate": c, "review": r}, width)
 
+    def review_extra(c: Candidate) -> ReviewResult:
+        """Review a further candidate of this step (no repairs), record the attempt, admit it if correct."""
+        r = _review(ctx, state, c)
+        update["attempts"].append(
+            Attempt(candidate_id=c["id"], round=rnd, status=r["status"], error_digest=r.get("error_digest", ""))
+        )
+        admit(c, r)
+        return r
+
     admit(cand, review)
     reviewed: list[tuple[Candidate, ReviewResult]] = []
     if state.get("pending_seeds"):  # extra seeds: reviewed once, no repairs; correct ones join the parents
         update["pending_seeds"] = []
         for extra in state["pending_seeds"]:
-            r = _review(ctx, state, extra)
-            reviewed.append((extra, r))
-            update["attempts"].append(
-                Attempt(candidate_id=extra["id"], round=rnd, status=r["status"], error_digest=r.get("error_digest", ""))
-            )
-            admit(extra, r)
+            reviewed.append((extra, review_extra(extra)))
     if state.get("engine") == "offline" and review["status"] != "correct":
         update["repairable"] = offline_repairable(apply_update(state, update))
     after = apply_update(state, update)
     if round_finished(after) and _needs_last_resort(after):
         extra = reference_fallback(state, update)
-        r = _review(ctx, state, extra)
         update["candidates"] = list(update.get("candidates", [])) + [extra]
-        reviewed.append((extra, r))
-        update["attempts"].append(
-            Attempt(candidate_id=extra["id"], round=rnd, status=r["status"], error_digest=r.get("error_digest", ""))
-        )
-        admit(extra, r)
+        reviewed.append((extra, review_extra(extra)))
     if round_finished(apply_update(state, update)):
         plan = state.get("plan") if rnd > 0 else None
         skill = plan["skill_id"] if plan else None
@@ -243,12 +242,8 @@ def reviewer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             speedup = best["review"]["speedup_vs_eager"]
             slower = f"the best candidate ({best['candidate']['id']}) ran at {speedup:.2f}x eager"
             extra = reference_fallback(state, update, slower)
-            r = _review(ctx, state, extra)
             update["candidates"] = list(update.get("candidates", [])) + [extra]
-            update["attempts"].append(
-                Attempt(candidate_id=extra["id"], round=rnd, status=r["status"], error_digest=r.get("error_digest", ""))
-            )
-            admit(extra, r)
+            review_extra(extra)
             if update.get("best") is not was:
                 update["stop_reason"] = f"{reason}; kept the reference's own ops (kernels any): {slower}"
     return update

@@ -119,21 +119,27 @@ def _reference_state(ref: Any) -> tuple[dict[str, dict[str, Any]], dict[str, dic
 
 
 def _changed(
-    before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]], prefix: str, added: bool
+    before: dict[str, dict[str, Any]],
+    after: dict[str, dict[str, Any]],
+    prefix: str,
+    added: bool,
+    wrappers: bool = True,
 ) -> list[str]:
     """``prefix + space.name`` of each entry that changed; ``added``: new names count too.
 
-    Outside the strict spaces, PyTorch's own wrapper of an entry (:func:`torch_wrapper`) is no change.
+    With ``wrappers``, outside the strict spaces, PyTorch's own wrapper of an entry (:func:`torch_wrapper`)
+    is no change.
     """
     found = []
     for label, space in before.items():
         now = after.get(label, {})
+        exempt = wrappers and not _strict(label)
         names = sorted(set(space) | set(now)) if added else list(space)
         for name in names:
             old, new = space.get(name, _MISSING), now.get(name, _MISSING)
             if new is old:
                 continue
-            if not _strict(label) and old is not _MISSING and new is not _MISSING and torch_wrapper(new, old):
+            if exempt and old is not _MISSING and new is not _MISSING and torch_wrapper(new, old):
                 continue
             found.append(f"{prefix}{label}.{name}")
     return found
@@ -192,13 +198,7 @@ class Integrity:
             found.append(f"the reference's forward was called {self.ref_calls - self.calls_at_mark} time(s)")
         if self.ref is not None:
             attrs, methods, sums = _reference_state(self.ref)
-            for mod, before in self.ref_attrs.items():
-                after = attrs.get(mod, {})
-                found += [
-                    f"reference {mod}.{k}"
-                    for k in sorted(set(before) | set(after))
-                    if before.get(k) is not after.get(k)
-                ]
+            found += _changed(self.ref_attrs, attrs, "reference ", added=True, wrappers=False)
             found += _changed(self.ref_methods, methods, "reference ", added=True)
             if sums != self.ref_sums:
                 found.append("the reference's parameters")

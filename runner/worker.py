@@ -833,11 +833,12 @@ def _time_on_gpu(
     if not base:
         with torch.no_grad(), tf32_matmuls(precision == "tf32"):
             base = {"eager": time_adaptive(lambda: run.ref(*inputs)), **_compiled_baseline(run.ref, inputs, "compile")}
-        if precision == "fp32" and tf32_matters(run.ref, inputs):
-            with torch.no_grad(), tf32_matmuls(True):
-                base.update(_compiled_baseline(run.ref, inputs, "compile_tf32"))
-        elif precision == "fp32":  # no product TF32 could change: the same program, not compiled and timed again
-            base["compile_tf32"], base["compile_tf32_same"] = base.get("compile"), True
+        if precision == "fp32":
+            if tf32_matters(run.ref, inputs):
+                with torch.no_grad(), tf32_matmuls(True):
+                    base.update(_compiled_baseline(run.ref, inputs, "compile_tf32"))
+            else:  # no product TF32 could change: the same program, not compiled and timed again
+                base["compile_tf32"], base["compile_tf32_same"] = base.get("compile"), True
         cache.put("baselines", key, base)
         if run.integrity is not None:  # torch.compile (the reviewer's own work) may rebind what it imports
             run.integrity.renew()
