@@ -80,6 +80,7 @@ class StaticReport:
     kernels: int = 0
     kernel_names: list[str] = field(default_factory=list)
     default_precision_dots: bool = False  # tl.dot without a precision: TF32 when the data is fp32
+    cuda_names: list[str] = field(default_factory=list)  # __global__ functions built by load_inline (in code)
 
     @property
     def ok(self) -> bool:
@@ -141,6 +142,33 @@ def _kernels(tree: ast.AST) -> list[ast.FunctionDef]:
     return out
 
 
+_GLOBAL_FN = re.compile(r"__global__\s+(?:[\w:<>,\s]*?\s)?(\w+)\s*\(")
+
+
+def cuda_kernels(tree: ast.Module) -> list[str]:
+    """Names of the ``__global__`` functions in the string constants of a module that calls ``load_inline``.
+
+    Read from the syntax tree, so a comment naming ``load_inline`` or ``__global__`` (an error message quoted in
+    a header, say) does not make a source without kernels count as CUDA. A declaration whose name cannot be
+    read counts as ``""``.
+    """
+    builds = any(
+        (isinstance(n, ast.Name) and n.id == "load_inline")
+        or (isinstance(n, ast.Attribute) and n.attr == "load_inline")
+        or (isinstance(n, ast.alias) and n.name == "load_inline")
+        for n in ast.walk(tree)
+    )
+    if not builds:
+        return []
+    names: list[str] = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Constant) and isinstance(n.value, str):
+            for part in n.value.split("__global__")[1:]:
+                m = _GLOBAL_FN.match("__global__" + re.sub(r"__launch_bounds__\s*\([^)]*\)", " ", part))
+                names.append(m.group(1) if m else "")
+    return names
+
+
 def _submodule_types(cls: ast.ClassDef) -> dict[str, str]:
     """``self.NAME = nn.Conv2d(...)`` assignments: NAME -> constructor name."""
     types: dict[str, str] = {}
@@ -152,25 +180,59 @@ def _submodule_types(cls: ast.ClassDef) -> dict[str, str]:
     return types
 
 
+def _class_chain(tree: ast.Module, name: str) -> list[ast.ClassDef]:
+    """Class ``name`` and the bases it inherits from that the module itself defines, nearest first."""
+    classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    chain: list[ast.ClassDef] = []
+    while name in classes and classes[name] not in chain:
+        chain.append(classes[name])
+        name = next((_dotted(b) for b in classes[name].bases if _dotted(b) in classes), "")
+    return chain
+
+
+def _forwards(tree: ast.Module, class_name: str) -> tuple[list[ast.FunctionDef], dict[str, str]]:
+    """The ``forward`` bodies that run for ``class_name``, and the submodule types its class chain assigns.
+
+    Its own forward, else the one it inherits; a forward that calls ``super().forward`` (or ``Base.forward``)
+    runs the base's too. Submodules: ``self.NAME = nn.Conv2d(...)`` anywhere in the chain.
+    """
+    chain = _class_chain(tree, class_name)
+    subs: dict[str, str] = {}
+    for cls in reversed(chain):
+        subs.update(_submodule_types(cls))
+    fns: list[ast.FunctionDef] = []
+    for cls in chain:
+        fn = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
+        if fn is None:
+            continue
+        fns.append(fn)
+        calls_up = any(
+            isinstance(n, ast.Call) and _dotted(n.func).endswith("forward") and _dotted(n.func) != "self.forward"
+            for n in ast.walk(fn)
+        )  # super().forward(x) or Base.forward(self, x): the base's forward runs too
+        if not calls_up:
+            break
+    return fns, subs
+
+
 def forward_compute_ops(source: str, class_name: str) -> set[str]:
-    """Names (last part) of PyTorch compute calls in ``class_name.forward``."""
+    """Names (last part) of PyTorch compute calls in ``class_name.forward`` (inherited forwards included)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return set()
     ops: set[str] = set()
-    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == class_name):
-        subs = _submodule_types(cls)
-        for fn in (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"):
-            for n in ast.walk(fn):
-                if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
-                    ops.add("matmul")
-                if isinstance(n, ast.Call):
-                    root, _, tail = _dotted(n.func).rpartition(".")
-                    if root == "self" and tail in subs:
-                        ops.add(subs[tail].lower())
-                    elif tail in HEAVY_OPS | LIGHT_OPS and not root.startswith(("tl", "triton")):
-                        ops.add(tail)
+    fns, subs = _forwards(tree, class_name)
+    for fn in fns:
+        for n in ast.walk(fn):
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
+                ops.add("matmul")
+            if isinstance(n, ast.Call):
+                root, _, tail = _dotted(n.func).rpartition(".")
+                if root == "self" and tail in subs:
+                    ops.add(subs[tail].lower())
+                elif tail in HEAVY_OPS | LIGHT_OPS and not root.startswith(("tl", "triton")):
+                    ops.add(tail)
     return ops
 
 
@@ -188,8 +250,7 @@ def check_source(source: str, reference: str | None = None) -> StaticReport:
         if HEAVY_LIBRARY_OPS.match(op):
             report.warnings.append(f"library call {op} (line {line}): the main work runs in cuBLAS / cuDNN")
             _label(report, "library_main_work")
-    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "ModelNew"):
-        _check_forward(report, cls)
+    _check_forward(report, tree)
     precisions = dot_precisions(source)
     if precisions & TF32:
         label_tf32(report)
@@ -208,8 +269,9 @@ def check_source(source: str, reference: str | None = None) -> StaticReport:
 def _check_kernels(report: StaticReport, tree: ast.Module, source: str) -> None:
     """A custom kernel must exist and be launched (the reference fallback is labelled instead)."""
     kernels = _kernels(tree)
-    cuda = "load_inline" in source and "__global__" in source
-    report.kernels = len(kernels) + source.count("__global__")
+    report.cuda_names = cuda_kernels(tree)
+    cuda = bool(report.cuda_names)
+    report.kernels = len(kernels) + len(report.cuda_names)
     report.kernel_names = [k.name for k in kernels]
     if not kernels and not cuda and REFERENCE_FALLBACK_MARK in source[:400]:
         report.warnings.append("reference fallback: the reference's own PyTorch ops (no custom kernel)")
@@ -288,10 +350,10 @@ def _check_introspection(report: StaticReport, tree: ast.Module) -> None:
         report.strict.append(f"{what}: {INTROSPECTS}")
 
 
-def _check_forward(report: StaticReport, cls: ast.ClassDef) -> None:
-    """``ModelNew.forward``: no try/except fallback; PyTorch main work is labelled (not rejected)."""
-    subs = _submodule_types(cls)
-    for fn in (n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"):
+def _check_forward(report: StaticReport, tree: ast.Module) -> None:
+    """``ModelNew``'s forward (its own or inherited): no try/except fallback; PyTorch main work is labelled."""
+    fns, subs = _forwards(tree, "ModelNew")
+    for fn in fns:
         for n in ast.walk(fn):
             if isinstance(n, ast.Try):
                 report.strict.append(f"try/except in forward (line {n.lineno}): a fallback would hide kernel failures")

@@ -676,7 +676,7 @@ def _kernels_ran(ev: Evaluation) -> ReviewResult | None:
     """The candidate's own kernels ran during forward (recorded on the first trial)."""
     rejected = dict(compiled=True, correctness=ev.correctness, **ev.common)
     if ev.recorder is not None:
-        if not ev.recorder.launches and ev.static.kernels and "__global__" not in ev.source:
+        if not ev.recorder.launches and ev.static.kernels and not ev.static.cuda_names:
             return failure(
                 "rejected",
                 "no Triton kernel ran during forward: the output came from PyTorch or a dead code path",
@@ -686,11 +686,13 @@ def _kernels_ran(ev: Evaluation) -> ReviewResult | None:
             )
         return None
     own = set(ev.static.kernel_names)
-    if ev.use_cuda and own and "__global__" not in ev.source:
-        if not any(any(n.startswith(k) for k in own) for n in ev.launched):
+    cuda = {n for n in ev.static.cuda_names if n}
+    if ev.use_cuda and (own or cuda) and len(cuda) == len(ev.static.cuda_names):
+        # Triton names its kernels' launches after the function; nvcc's mangled names contain the function's.
+        if not any(any(n.startswith(k) for k in own) or any(k in n for k in cuda) for n in ev.launched):
             return failure(
                 "rejected",
-                f"none of the candidate's kernels ({', '.join(sorted(own))}) ran during forward",
+                f"none of the candidate's kernels ({', '.join(sorted(own | cuda))}) ran during forward",
                 "kernels launched: " + ", ".join(sorted(set(ev.launched))[:20]),
                 ev.cid,
                 **rejected,

@@ -298,3 +298,98 @@ def test_a_run_ending_slower_than_eager_keeps_the_reference_under_kernels_any(
         assert "kept the reference's own ops" in update["stop_reason"]
     else:
         assert "best" not in update and update["stop_reason"] == "round budget spent"
+
+
+# ---- what counts as the candidate's own kernel ---------------------------------------------------------------
+
+CONV_TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+
+    def forward(self, x):
+        return self.conv(x)
+"""
+
+DUMMY_TRITON = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def touch_kernel(p):
+    tl.store(p, tl.load(p))
+"""
+
+
+def test_the_reference_fallback_is_labelled_even_when_its_header_quotes_a_cuda_error():
+    """The fallback's header quotes why the better candidates failed; a quoted "no custom kernel: ... load_inline
+    ... __global__" must not make it count as a CUDA candidate (which would pass as a custom-kernel success)."""
+    from kernelskill.nodes.reviewer import reference_fallback
+    from kernelskill.runner.static_check import check_source
+
+    digest = (
+        "static check: no custom kernel: neither a @triton.jit kernel using tl.* nor CUDA __global__ code via "
+        "load_inline"
+    )
+    attempt = {"candidate_id": "r0-compiler-0", "status": "rejected", "error_digest": digest}
+    state = {"task": {"source": CONV_TASK}, "attempts": [attempt], "candidates": []}
+    report = check_source(reference_fallback(state, {})["source"], CONV_TASK)
+    assert report.ok and report.cuda_names == [] and report.kernels == 0
+    assert "torch_main_work" in report.labels
+
+
+def test_cuda_is_read_from_the_code_not_from_comments():
+    from kernelskill.runner.static_check import check_source
+
+    comment = "\n# built with load_inline: __global__ void k(float* x)\n"
+    commented = CONV_TASK + comment + "class ModelNew(Model):\n    pass\n"
+    report = check_source(commented, CONV_TASK)
+    assert not report.ok and report.strict[0].startswith("no custom kernel")
+    built = (
+        "from torch.utils.cpp_extension import load_inline\n"
+        'SRC = """\ntemplate <int N>\n__global__ void __launch_bounds__(256) scale_kernel(float* x) {}\n"""\n'
+        'OTHER = """extern "C" __global__ void\nadd_kernel (float* x) {}"""\n'
+    )
+    assert check_source(built).cuda_names == ["scale_kernel", "add_kernel"]
+
+
+@pytest.mark.parametrize(
+    "model_new",
+    [
+        "class ModelNew(Model):\n    pass\n",  # Model's forward, inherited
+        "class ModelNew(Model):\n    def forward(self, x):\n        return super().forward(x)\n",
+        "class ModelNew(Model):\n    def forward(self, x):\n        return Model.forward(self, x)\n",
+    ],
+)
+def test_an_inherited_forward_is_the_reference_main_work(model_new):
+    """A dummy kernel beside the reference's own forward (inherited, or called through super()) is PyTorch's
+    main work, labelled as such, never a custom-kernel success."""
+    from kernelskill.runner.static_check import check_source
+
+    report = check_source(CONV_TASK + DUMMY_TRITON + "\n\n" + model_new, CONV_TASK)
+    assert "torch_main_work" in report.labels
+    assert any("submodule self.conv" in w for w in report.warnings)
+
+
+def test_a_cuda_candidate_whose_kernels_never_ran_is_rejected():
+    """On the GPU a CUDA candidate's own __global__ functions must appear among the launched kernels."""
+    from types import SimpleNamespace
+
+    from kernelskill.runner.static_check import StaticReport
+
+    def verdict(launched: list[str]) -> str | None:
+        static = StaticReport(kernels=1, cuda_names=["scale_kernel"])
+        ev = SimpleNamespace(
+            recorder=None, static=static, use_cuda=True, launched=launched, correctness={}, common={}, cid="c"
+        )
+        result = worker._kernels_ran(ev)
+        return None if result is None else result["error_digest"]
+
+    assert verdict(["_Z12scale_kernelPf"]) is None
+    assert "none of the candidate's kernels (scale_kernel) ran" in verdict(["cudnn::conv2d_fprop_kernel"])
