@@ -40,12 +40,15 @@ def summarize(samples: list[float]) -> dict[str, Any]:
     }
 
 
-def _timed_trial(fn: Callable[[], Any], flush: Any, before: Callable[[], Any] | None = None) -> float:
+def _timed_trial(
+    fn: Callable[[], Any], flush: Any, before: Callable[[], Any] | None = None, host: list[float] | None = None
+) -> float:
     """One trial: ``before`` (untimed), flush the L2 (write a buffer larger than it), then time ``fn`` (ms).
 
     The flush is the last thing queued before the start event: ``fn``'s launch is queued while the GPU
     still flushes, so the window holds the kernels, not the host's launch latency. (Host work between
-    the flush and the start event can leave the GPU idle when the start event fires.)
+    the flush and the start event can leave the GPU idle when the start event fires.) ``host``, when
+    given, gets the host's time to queue ``fn`` (ms): longer than the flush, the window holds the rest.
     """
     import torch
 
@@ -54,8 +57,24 @@ def _timed_trial(fn: Callable[[], Any], flush: Any, before: Callable[[], Any] | 
     flush.zero_()
     start = torch.cuda.Event(enable_timing=True)
     end = torch.cuda.Event(enable_timing=True)
+    t0 = time.perf_counter()
     start.record()
     fn()
+    end.record()
+    if host is not None:
+        host.append((time.perf_counter() - t0) * 1e3)
+    torch.cuda.synchronize()
+    return float(start.elapsed_time(end))
+
+
+def _flush_ms(flush: Any) -> float:
+    """GPU time of one L2 flush (ms): the head start ``fn``'s launch has in each trial."""
+    import torch
+
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    flush.zero_()
     end.record()
     torch.cuda.synchronize()
     return float(start.elapsed_time(end))
@@ -104,7 +123,9 @@ def time_adaptive(
     Warm-up of at least 3 calls and ``warmup_s`` seconds of back-to-back calls (a GPU idle during
     the evaluation's start-up is at low clocks; 25 ms of warm-up once left a 17 % spread between
     evaluations on an H200), an L2 flush before every trial, the first trial dropped; at least
-    ``min_trials`` and at most ``max_trials`` trials, or until ``budget_s`` is spent. The first call
+    ``min_trials`` and at most ``max_trials`` trials, or until ``budget_s`` is spent. Recorded beside
+    the statistics: ``host_ms``, the host's median time to queue one call, and ``flush_ms``, the GPU
+    time of one flush (the head start a call's launch has; see :func:`_timed_trial`). The first call
     (which may compile) runs before, and the warm-up and trials inside, the GPU's exclusive hold
     (:mod:`.gpu_share`: no-op unless workers share the GPU). ``before`` runs ahead of every call, outside
     the timed window (the reviewer marks the inputs as changed there: :func:`new_versions`).
@@ -123,10 +144,12 @@ def time_adaptive(
             fn()
             calls += 1
         torch.cuda.synchronize()
+        flush_ms = _flush_ms(flush)
         samples: list[float] = []
+        host: list[float] = []
         start_all = time.perf_counter()
         while True:
-            samples.append(_timed_trial(fn, flush, before))
+            samples.append(_timed_trial(fn, flush, before, host))
             kept = samples[1:]
             if len(kept) >= min_trials and len(kept) % 10 == 0:
                 mean, std = _mean_std(kept)
@@ -136,6 +159,9 @@ def time_adaptive(
                     break
     stats = summarize(samples[1:])
     stats["kind"] = "cuda_events"
+    # Where the host queues fn more slowly than the GPU flushes, the window also holds the difference.
+    stats["host_ms"] = statistics.median(host[1:])
+    stats["flush_ms"] = flush_ms
     return stats
 
 

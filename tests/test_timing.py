@@ -1,4 +1,5 @@
 import statistics
+import time
 
 import pytest
 
@@ -64,9 +65,16 @@ def test_the_flush_is_queued_last_before_the_start_event(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "Event", Event)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
-    ms = timing._timed_trial(lambda: order.append("fn"), Flush(), lambda: order.append("before"))
+    host: list[float] = []
+
+    def fn() -> None:
+        order.append("fn")
+        time.sleep(0.01)
+
+    ms = timing._timed_trial(fn, Flush(), lambda: order.append("before"), host)
     assert ms == 1.0
     assert order == ["before", "flush", "record start", "fn", "record end"]
+    assert len(host) == 1 and 10 <= host[0] < 1000  # the host's time to queue fn, in ms
 
 
 def test_tf32_matters_only_where_the_reference_calls_a_product():
