@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import types
+from collections.abc import Iterator
 from typing import Any
 
 from . import gpu_share
@@ -113,10 +114,24 @@ def launched_kernels(fn: Any) -> list[str]:
     the candidate's own kernel run".
     """
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
     from triton.runtime.jit import JITFunction
 
     names: list[str] = []
+    heuristics = sys.modules.get("torch._inductor.runtime.triton_heuristics")
+    launchers = [JITFunction] + ([heuristics.CachingAutotuner] if heuristics is not None else [])
+    with contextlib.ExitStack() as patches:
+        for cls in launchers:
+            patches.enter_context(_counting_runs(cls, names))
+        with aten_ops(names):
+            fn()
+        torch.cuda.synchronize()
+    return names
+
+
+@contextlib.contextmanager
+def aten_ops(names: list[str]) -> Iterator[None]:
+    """While active, every aten op dispatched in this thread but views and allocations appends ``aten::OP``."""
+    from torch.utils._python_dispatch import TorchDispatchMode
 
     class _Ops(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -125,15 +140,15 @@ def launched_kernels(fn: Any) -> list[str]:
                 names.append(f"aten::{op}")
             return func(*args, **(kwargs or {}))
 
-    heuristics = sys.modules.get("torch._inductor.runtime.triton_heuristics")
-    launchers = [JITFunction] + ([heuristics.CachingAutotuner] if heuristics is not None else [])
-    with contextlib.ExitStack() as patches:
-        for cls in launchers:
-            patches.enter_context(_counting_runs(cls, names))
-        with _Ops():
-            fn()
-        torch.cuda.synchronize()
-    return names
+    with _Ops():
+        yield
+
+
+def library_ops(names: list[str]) -> list[str]:
+    """The heavy PyTorch ops among recorded launches (``aten::mm``, ``aten::convolution``...): cuBLAS / cuDNN work."""
+    from .static_check import HEAVY_LIBRARY_OPS
+
+    return sorted({n[6:] for n in names if n.startswith("aten::") and HEAVY_LIBRARY_OPS.match(n[6:])})
 
 
 @contextlib.contextmanager
