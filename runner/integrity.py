@@ -18,6 +18,12 @@ correctness trial, timing). What is watched:
   mode) and a float64 sum and sum of squares of each parameter (weights changed in place to match a
   wrong answer).
 
+- what changes every op or module of the process without rebinding a function: the stacks of torch
+  function and dispatch modes (a mode entered at import sees the reference's calls too), PyTorch's global
+  module hooks (a global forward hook can rewrite the reference's output), and the dispatcher's kernels
+  of every operator that existed before the import, registered from outside PyTorch (``torch.library``
+  overriding ``aten::relu`` changes the reference's relu). A candidate's own new operators are allowed.
+
 New attributes of the watched modules are allowed (PyTorch imports submodules lazily); only a
 changed or removed one, or a new attribute of the reference's submodules or their classes, counts.
 Outside the reviewer's package and the task, PyTorch's own wrapper of a watched function is not a
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import builtins
 import os
+import re
 import sys
 import time
 from typing import Any
@@ -68,6 +75,45 @@ def _spaces(task: Any) -> dict[str, dict[str, Any]]:
         if isinstance(model, type):
             spaces["task.Model"] = dict(vars(model))
     return {label: _callables(space) for label, space in spaces.items()}
+
+
+_BUILT_IN = re.compile(r"\.(cpp|cc|cu|h|hpp):\d+$")  # a kernel registered by PyTorch's C++ sources
+
+
+def _dispatcher(known: set[str] | None = None) -> tuple[set[str], set[str]]:
+    """Every operator's name, and ``"op (dispatch key)"`` for each kernel registered from outside PyTorch.
+
+    ``known``: only operators in it (the snapshot's): an operator a candidate defines is its own.
+    """
+    import torch
+
+    if not hasattr(torch._C, "_dispatch_get_all_op_names"):  # a PyTorch without the dispatcher's listing
+        return set(), set()
+    root = os.path.dirname(torch.__file__) + os.sep
+    names = set(torch._C._dispatch_get_all_op_names())
+    foreign = set()
+    for op in names if known is None else names & known:
+        for line in torch._C._dispatch_dump(op).splitlines():
+            key, sep, rest = line.partition(": registered at ")
+            where = rest.split(" :: ", 1)[0]
+            if sep and not key.endswith("(inactive)") and not where.startswith(root) and not _BUILT_IN.search(where):
+                foreign.add(f"{op} ({key})")
+    return names, foreign
+
+
+def _process_state() -> dict[str, Any]:
+    """Mode stacks and PyTorch's global module hooks: each value compared by equality."""
+    import torch
+    from torch.nn.modules import module as nn_module
+
+    state: dict[str, Any] = {
+        "torch function modes": torch._C._len_torch_function_stack(),
+        "torch dispatch modes": torch._C._len_torch_dispatch_stack(),
+    }
+    for name, hooks in sorted(vars(nn_module).items()):
+        if name.startswith("_global_") and isinstance(hooks, dict):
+            state[f"torch.nn.modules.module.{name}"] = tuple(hooks)  # registered hook handles' ids
+    return state
 
 
 def _strict(label: str) -> bool:
@@ -157,6 +203,8 @@ class Integrity:
             forward = getattr(model, "forward")  # noqa: B009 - a class of any type
             setattr(model, "forward", self._counted(forward))  # noqa: B010
         self.spaces = _spaces(task)
+        self.process = _process_state()
+        self.ops, self.foreign = _dispatcher()
         self.ref: Any = None
         self.ref_attrs: dict[str, dict[str, Any]] = {}
         self.ref_methods: dict[str, dict[str, Any]] = {}
@@ -189,11 +237,16 @@ class Integrity:
     def renew(self) -> None:
         """A new snapshot (after the reviewer's own work that may rebind, e.g. torch.compile baselines)."""
         self.spaces = _spaces(self.task)
+        self.process = _process_state()
+        self.ops, self.foreign = _dispatcher()
         self.mark()
 
     def changes(self) -> list[str]:
         """What differs from the snapshot, as ``space.name`` strings (empty: nothing)."""
         found = _changed(self.spaces, _spaces(self.task), "", added=False)  # PyTorch imports lazily: new names
+        now = _process_state()
+        found += [name for name, value in self.process.items() if now.get(name) != value]
+        found += [f"the kernel of {k}" for k in sorted(_dispatcher(self.ops)[1] - self.foreign)]
         if self.ref_calls != self.calls_at_mark:
             found.append(f"the reference's forward was called {self.ref_calls - self.calls_at_mark} time(s)")
         if self.ref is not None:
