@@ -34,7 +34,7 @@ from typing import Any
 
 from kernelskill.runner import gpu_share
 from kernelskill.runner.env import tf32_matmuls
-from kernelskill.runner.sandbox import request_paths
+from kernelskill.runner.sandbox import read_key, request_paths, write_result
 from kernelskill.runner.static_check import HEAVY_LIBRARY_OPS, library_calls
 
 from .accumulation import compensated
@@ -517,8 +517,9 @@ def main(argv: list[str]) -> int:
     paths = request_paths(argv, WARM_IMPORTS)
     if paths is None:  # a spare whose parent went away
         return 0
+    key = read_key()  # before the task is imported: it seals the result (sandbox.write_result)
     req = json.loads(Path(paths[0]).read_text())
-    Path(paths[1]).write_text(json.dumps(build(req), default=str))
+    write_result(paths[1], build(req), key)
     return 0
 
 

@@ -144,6 +144,19 @@ def aten_ops(names: list[str]) -> Iterator[None]:
         yield
 
 
+# Ops that move, fill or convert data rather than compute the task: not evidence of the reference's work.
+PLUMBING_OPS = {
+    "clone", "copy_", "_to_copy", "contiguous", "fill_", "zero_", "zeros", "ones", "full", "zeros_like", "ones_like",
+    "full_like", "new_zeros", "new_ones", "new_full", "arange", "scalar_tensor", "lift_fresh_copy",
+    "_local_scalar_dense", "resize_", "set_", "as_strided_", "index_select", "cat", "stack", "flatten", "narrow",
+}  # fmt: skip
+
+
+def compute_ops(names: list[str]) -> set[str]:
+    """The distinct ``aten::OP`` names among recorded launches that compute (not :data:`PLUMBING_OPS`)."""
+    return {n for n in names if n.startswith("aten::") and n[6:] not in PLUMBING_OPS}
+
+
 def library_ops(names: list[str]) -> list[str]:
     """The heavy PyTorch ops among recorded launches (``aten::mm``, ``aten::convolution``...): cuBLAS / cuDNN work."""
     from .static_check import HEAVY_LIBRARY_OPS

@@ -19,9 +19,12 @@ turns spares off.
 from __future__ import annotations
 
 import atexit
+import hashlib
+import hmac
 import json
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -202,26 +205,36 @@ def run_child(
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
     req_path, res_path = work / f"req_{name}.json", work / f"res_{name}.json"
+    seal_path = Path(f"{res_path}{SEAL_SUFFIX}")
     res_path.unlink(missing_ok=True)
+    seal_path.unlink(missing_ok=True)
     req_path.write_text(json.dumps(req))
     log_path = work / f"log_{name}.txt"
+    key = secrets.token_hex(16)  # handed over on stdin only: the child seals its result with it
     t0 = time.perf_counter()
     env = scrubbed_env(env_extra)
     with open(log_path, "w") as log:
         proc = SPARES.take(module, env) if spare and spares_enabled() else None
-        if proc is not None:  # hand the waiting process its one request
-            assert proc.stdin is not None
-            proc.stdin.write(json.dumps([str(req_path), str(res_path), str(log_path), str(work)]) + "\n")
-            proc.stdin.close()
-        else:
+        if proc is None:
             proc = subprocess.Popen(
                 [sys.executable, "-m", module, str(req_path), str(res_path)],
+                stdin=subprocess.PIPE,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
                 cwd=str(work),
                 start_new_session=True,
+                text=True,
             )
+        else:  # hand the waiting process its one request
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps([str(req_path), str(res_path), str(log_path), str(work)]) + "\n")
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(key + "\n")
+            proc.stdin.close()
+        except OSError:  # it died before reading: reported below
+            pass
         try:
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -239,7 +252,40 @@ def run_child(
         return ChildFailure(
             "crashed", f"evaluation process died ({how}) before reporting a result", _tail(log_path), wall
         )
-    return ChildResult(json.loads(res_path.read_text()), wall)
+    text = res_path.read_text()
+    seal = seal_path.read_text().strip() if seal_path.exists() else ""
+    if not hmac.compare_digest(seal, _seal(text, key)):
+        return ChildFailure(
+            "crashed",
+            "the evaluation process's result is not its own (no valid seal): something other than the reviewer "
+            "wrote it, such as the candidate before exiting",
+            _tail(log_path),
+            wall,
+        )
+    return ChildResult(json.loads(text), wall)
+
+
+SEAL_SUFFIX = ".seal"
+
+
+def _seal(text: str, key: str) -> str:
+    return hmac.new(key.encode(), text.encode(), hashlib.sha256).hexdigest()
+
+
+def read_key() -> str:
+    """The child's sealing key: the line its parent writes on stdin after the request (empty from a terminal).
+
+    Read before any candidate code is imported, and kept by the child's ``main`` only: a candidate that writes
+    a result file itself cannot seal it.
+    """
+    return "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.readline().strip()
+
+
+def write_result(path: str, result: Any, key: str) -> None:
+    """Write a child's result and its seal (``PATH.seal``, an HMAC of the text under ``key``)."""
+    text = json.dumps(result, default=str)
+    Path(path).write_text(text)
+    Path(f"{path}{SEAL_SUFFIX}").write_text(_seal(text, key))
 
 
 def spares_enabled() -> bool:

@@ -62,6 +62,13 @@ INTROSPECTS = "reads the reviewer's process beyond its inputs; a candidate's out
 # (tasks compute constants with it in __init__); tensor data moved to it is rejected (``.numpy()`` here, any
 # conversion during the candidate's calls in the reviewer: worker.host_arrays_watch).
 HOST_ARRAY_MODULES = ("scipy", "jax", "jaxlib", "tensorflow", "cupy", "pandas", "sklearn", "numba")
+# Ways out of what the static checks can read or of the reviewer's protocol: code run from a string, files,
+# the process's exit or its arguments and stdin (where the reviewer gets what seals its result), raw memory.
+ESCAPES = "reaches outside the candidate's computation (code from a string, files, the process itself); not allowed"
+ESCAPE_CALLS = re.compile(
+    r"^(os\.(_exit|kill|killpg|abort|fork|forkpty|system|popen|exec\w*|spawn\w*|posix_spawn\w*|open|read|write|"
+    r"pread|pwrite|dup2?|pipe|fdopen)|io\.(open|FileIO)|open|\w+\.(write_text|write_bytes|read_bytes))$"
+)
 HOST_WORK = "work outside the candidate's own kernels (on the host or in another array library) is not allowed"
 HEAVY_LIBRARY_OPS = re.compile(
     r"^(mm|bmm|addmm|baddbmm|addmv|mv|dot|matmul|linear|_?convolution\w*|conv\w*|cudnn\w*|_cudnn\w*|miopen\w*|"
@@ -246,6 +253,7 @@ def check_source(source: str, reference: str | None = None) -> StaticReport:
     _check_kernels(report, tree, source)
     _check_tampering(report, tree, source)
     _check_introspection(report, tree)
+    _check_escapes(report, tree, reference)
     for op, line in library_calls(tree):
         if HEAVY_LIBRARY_OPS.match(op):
             report.warnings.append(f"library call {op} (line {line}): the main work runs in cuBLAS / cuDNN")
@@ -323,6 +331,44 @@ def _check_tampering(report: StaticReport, tree: ast.Module, source: str) -> Non
                 report.strict.append(f"calls {name}: work on extra streams escapes the timer")
     if re.search(r"cudaStreamCreate|cudaStreamNonBlocking", source):
         report.strict.append("CUDA source creates streams: work on extra streams escapes the timer")
+
+
+def _check_escapes(report: StaticReport, tree: ast.Module, reference: str | None) -> None:
+    """No code run from a string, no files, no exit of the process, no reading its arguments or stdin, no ctypes.
+
+    One exception: a compiler seed's ``exec(compile(NAME, ...))`` of a module-level string that is the task's
+    own source (it rebuilds the reference's parameters).
+    """
+    own = {
+        t.id
+        for n in tree.body
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value == reference
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+
+    def of_the_task(call: ast.Call) -> bool:
+        arg = call.args[0] if call.args else None
+        if isinstance(arg, ast.Call) and _dotted(arg.func) == "compile":
+            arg = arg.args[0] if arg.args else None
+        return reference is not None and isinstance(arg, ast.Name) and arg.id in own
+
+    found: list[str] = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call):
+            name = _dotted(n.func)
+            if name in ("exec", "eval", "compile") and not of_the_task(n):
+                found.append(f"calls {name} (line {n.lineno})")
+            elif ESCAPE_CALLS.match(name):
+                found.append(f"calls {name} (line {n.lineno})")
+        elif isinstance(n, ast.Attribute) and n.attr in ("argv", "stdin", "orig_argv") and _dotted(n.value) == "sys":
+            found.append(f"uses sys.{n.attr}")
+        elif isinstance(n, ast.Import):
+            found += [f"imports {a.name}" for a in n.names if a.name.split(".")[0] in ("ctypes", "mmap")]
+        elif isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] in ("ctypes", "mmap"):
+            found += [f"imports {a.name} from {n.module}" for a in n.names if not re.fullmatch(r"c_\w+", a.name)]
+    for what in dict.fromkeys(found):
+        report.strict.append(f"{what}: {ESCAPES}")
 
 
 def _check_introspection(report: StaticReport, tree: ast.Module) -> None:

@@ -23,7 +23,7 @@ from .correctness import float64_reference, seeded_forward
 from .env import tf32_matmuls, tf32_matters
 from .integrity import Integrity, Tampered
 from .result import ReviewResult, failure
-from .sandbox import request_paths
+from .sandbox import read_key, request_paths, write_result
 
 
 def _digest(exc: BaseException, candidate_file: str) -> str:
@@ -139,6 +139,7 @@ class Evaluation:
             "seconds": {},
         }
         self.launched: list[str] = []  # kernels and aten ops the first trial launched (aten ops on the CPU too)
+        self.ref_ops: list[str] = []  # aten ops of the reference's first forward
         self.use_cuda, self.device, self.gpu, self.label = False, "cpu", "", "cpu (triton interpreter)"
         self.task: Any = None
         self.static: Any = None
@@ -286,7 +287,7 @@ def _on_device(ev: Evaluation) -> ReviewResult:
         return _probe_result(ev)
     bad = _build_candidate(ev) or _correctness(ev) or _kernels_ran(ev) or _compile_check(ev) or _precision_policy(ev)
     if bad is None:
-        _library_work(ev)
+        _pytorch_work(ev)
     if bad:
         return bad
     result = _passed(ev)
@@ -389,8 +390,11 @@ def _reference_phase(ev: Evaluation) -> None:
             torch.cuda.synchronize()
             base = torch.cuda.memory_allocated()
             torch.cuda.reset_peak_memory_stats()
+        from .profiling import aten_ops
+
         t0 = time.perf_counter()
-        out = ev.reference(inputs)
+        with aten_ops(ev.ref_ops):  # what PyTorch computes for the reference (see _pytorch_work)
+            out = ev.reference(inputs)
         ev.reference_s = time.perf_counter() - t0
         if ev.use_cuda:
             ev.reference_bytes = max(0, torch.cuda.max_memory_allocated() - base)
@@ -703,20 +707,26 @@ def _kernels_ran(ev: Evaluation) -> ReviewResult | None:
     return None
 
 
-def _library_work(ev: Evaluation) -> None:
-    """Label a forward that ran a heavy PyTorch op (a GEMM, a convolution, attention): not custom-kernel work.
+def _pytorch_work(ev: Evaluation) -> None:
+    """Label a forward whose main work PyTorch ran: not custom-kernel work (the label ``torch_main_work``).
 
-    Recorded on the first trial whatever the call path (an ``nn.Sequential`` of convolutions, an op fetched by
-    ``getattr``, ``torch.ops.aten``), so a candidate whose source the static checks read as kernels only is
-    labelled by what it ran.
+    Either a heavy op (a GEMM, a convolution, attention), or every compute op the reference's forward ran,
+    recorded on the first trial whatever the call path (an ``nn.Sequential`` of convolutions, an op fetched
+    by ``getattr``, a copy of the reference executed from the task file), so a candidate whose source the
+    static checks read as kernels only is labelled by what it ran.
     """
-    from .profiling import library_ops
+    from .profiling import compute_ops, library_ops
 
-    ops = library_ops(ev.launched)
-    if not ops or {"torch_main_work", "library_main_work"} & set(ev.static.labels):
+    if {"torch_main_work", "library_main_work"} & set(ev.static.labels):
         return
-    ran = ", ".join(ops)
-    ev.static.warnings.append(f"forward ran PyTorch's {ran}: the main work is not in the candidate's kernels")
+    ops, ran, ref = library_ops(ev.launched), set(ev.launched), compute_ops(ev.ref_ops)
+    if ops:
+        what = f"forward ran PyTorch's {', '.join(ops)}"
+    elif ref and ref <= ran:
+        what = f"forward ran every PyTorch op of the reference ({', '.join(sorted(n[6:] for n in ref))})"
+    else:
+        return
+    ev.static.warnings.append(f"{what}: the main work is not in the candidate's kernels")
     ev.static.labels.append("torch_main_work")
 
 
@@ -956,9 +966,10 @@ def main(argv: list[str]) -> int:
     if paths is None:  # a spare whose parent went away
         return 0
     req_path, res_path = paths
+    key = read_key()  # before the candidate is imported: it seals the result (sandbox.write_result)
     req = json.loads(Path(req_path).read_text())
     result = evaluate(req)
-    Path(res_path).write_text(json.dumps(result, default=str))
+    write_result(res_path, result, key)
     return 0
 
 

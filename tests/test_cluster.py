@@ -127,8 +127,8 @@ def test_ctrl_c_stops_the_clusters_tasks_and_the_run_resumes(tmp_path, candidate
     held = candidate("good").replace(
         "    def forward(self, x):\n",
         "    def forward(self, x):\n"
-        "        import os, time\n"
-        f"        open(os.path.join({str(pids)!r}, str(os.getpid())), 'w').close()\n"
+        "        import os, pathlib, time\n"
+        f"        pathlib.Path({str(pids)!r}, str(os.getpid())).touch()\n"
         f"        while os.path.exists({str(marker)!r}):\n"
         "            time.sleep(0.05)\n",
         1,

@@ -119,14 +119,19 @@ def test_emitted_candidate_is_standalone_and_feeds_call_in_placeholder_order():
 
 
 def test_static_check_sees_inductor_kernels_and_labels_library_work():
-    cublas = check_source(emitted("01_linear_gelu_scale_default", "level2/01_linear_gelu_scale.py"))
+    def checked(name: str, task: str):  # as the reviewer checks: with the task's source
+        return check_source(emitted(name, task), (TASKS / task).read_text())
+
+    cublas = checked("01_linear_gelu_scale_default", "level2/01_linear_gelu_scale.py")
     assert cublas.ok and cublas.kernel_names == ["triton_poi_fused_addmm_gelu_mul_0"]
     assert "library_main_work" in cublas.labels  # extern_kernels.mm does the GEMM
-    template = check_source(emitted("01_linear_gelu_scale_triton", "level2/01_linear_gelu_scale.py"))
+    template = checked("01_linear_gelu_scale_triton", "level2/01_linear_gelu_scale.py")
     assert template.ok and "library_main_work" not in template.labels
     assert any(k.startswith("triton_tem_") for k in template.kernel_names)  # Inductor's Triton GEMM template
-    norm = check_source(emitted("26_layer_norm_default", "level1/26_layer_norm.py"))
+    norm = checked("26_layer_norm_default", "level1/26_layer_norm.py")
     assert norm.ok and norm.labels == [] and norm.kernels >= 1
+    other = emitted("26_layer_norm_default", "level1/26_layer_norm.py")
+    assert not check_source(other, (TASKS / "level1/14_gelu.py").read_text()).ok  # exec of another task's source
 
 
 def test_features_count_the_kernels_inside_inductor_strings():

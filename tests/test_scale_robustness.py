@@ -419,3 +419,66 @@ def test_library_ops_are_the_heavy_aten_ops_recorded():
     names = ["copy_kernel", "aten::addmm", "aten::relu", "aten::convolution", "aten::addmm", "aten::clone"]
     assert library_ops(names) == ["addmm", "convolution"]
     assert library_ops(["ks_conv_fwd", "aten::add", "aten::mean"]) == []
+
+
+REFERENCE_IN_A_HELPER = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+def _answer(x):
+    return torch.relu(x) * 2.0 + 1.0
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        answer = _answer(x)
+        out = torch.empty_like(answer)
+        n = answer.numel()
+        copy_kernel[(triton.cdiv(n, 1024),)](answer, out, n, BLOCK=1024)
+        return out
+"""
+
+
+def test_the_reference_ops_run_outside_forward_s_body_are_labelled(tmp_path):
+    """Forward's body holds a kernel launch and a helper call; the record shows forward ran every op the
+    reference runs (relu, mul, add), so the answer is PyTorch's work."""
+    from kernelskill.runner.static_check import check_source
+
+    task = FIXTURES / "tasks" / "scale_relu.py"
+    assert check_source(REFERENCE_IN_A_HELPER, task.read_text()).labels == []
+    r = run_review(task, REFERENCE_IN_A_HELPER, tmp_path, "helper", device="cpu")
+    assert r["status"] == "correct", r.get("error_digest")
+    assert r["custom_kernel"] is False and "torch_main_work" in r["labels"]
+    assert any("every PyTorch op of the reference" in w for w in r["warnings"]), r["warnings"]
+
+
+def test_a_result_the_reviewer_did_not_seal_is_refused(tmp_path):
+    """A child whose result file carries no valid seal (written by anything but the child's own main) is a
+    crash, never a review."""
+    from kernelskill.runner import sandbox
+
+    (tmp_path / "forger.py").write_text(
+        "import json, sys\n"
+        "sys.stdin.readline()\n"  # the key, read and dropped
+        "open(sys.argv[2], 'w').write(json.dumps({'status': 'correct'}))\n"
+    )
+    (tmp_path / "signer.py").write_text(
+        "import sys\n"
+        "from kernelskill.runner.sandbox import read_key, write_result\n"
+        "write_result(sys.argv[2], {'status': 'correct'}, read_key())\n"
+    )
+    env = {"PYTHONPATH": f"{tmp_path}:{sandbox.scrubbed_env().get('PYTHONPATH', '')}"}
+    forged = sandbox.run_child("forger", {}, tmp_path / "f", "f", 60, env_extra=env)
+    assert isinstance(forged, sandbox.ChildFailure) and "not its own" in forged.digest
+    signed = sandbox.run_child("signer", {}, tmp_path / "s", "s", 60, env_extra=env)
+    assert isinstance(signed, sandbox.ChildResult) and signed.result == {"status": "correct"}
