@@ -67,7 +67,7 @@ HOST_ARRAY_MODULES = ("scipy", "jax", "jaxlib", "tensorflow", "cupy", "pandas", 
 ESCAPES = "reaches outside the candidate's computation (code from a string, files, the process itself); not allowed"
 ESCAPE_CALLS = re.compile(
     r"^(os\.(_exit|kill|killpg|abort|fork|forkpty|system|popen|exec\w*|spawn\w*|posix_spawn\w*|open|read|write|"
-    r"pread|pwrite|dup2?|pipe|fdopen)|io\.(open|FileIO)|open|\w+\.(write_text|write_bytes|read_bytes))$"
+    r"pread|pwrite|dup2?|pipe|fdopen)|io\.FileIO|(\w+\.)*(open|read_text|read_bytes|write_text|write_bytes))$"
 )
 HOST_WORK = "work outside the candidate's own kernels (on the host or in another array library) is not allowed"
 HEAVY_LIBRARY_OPS = re.compile(
@@ -213,8 +213,9 @@ def _forwards(tree: ast.Module, class_name: str) -> tuple[list[ast.FunctionDef],
         if fn is None:
             continue
         fns.append(fn)
+        bases = {c.name for c in chain} | {"super"}
         calls_up = any(
-            isinstance(n, ast.Call) and _dotted(n.func).endswith("forward") and _dotted(n.func) != "self.forward"
+            isinstance(n, ast.Call) and _dotted(n.func).rpartition(".")[::2] in {(b, "forward") for b in bases}
             for n in ast.walk(fn)
         )  # super().forward(x) or Base.forward(self, x): the base's forward runs too
         if not calls_up:
