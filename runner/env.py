@@ -84,17 +84,12 @@ def tf32_matters(model: Any, inputs: list[Any]) -> bool:
     doubt (the recording fails), True.
     """
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
 
-    seen: set[str] = set()
+    from .profiling import aten_ops
 
-    class Recorder(TorchDispatchMode):
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            seen.add(func.overloadpacket.__name__)
-            return func(*args, **(kwargs or {}))
-
+    seen: list[str] = []
     try:
-        with torch.no_grad(), Recorder():
+        with torch.no_grad(), aten_ops(seen):
             model(*inputs)
     except Exception:  # noqa: BLE001 - a model the recorder cannot follow: assume TF32 matters
         return True

@@ -202,9 +202,7 @@ class Integrity:
         if isinstance(model, type) and callable(getattr(model, "forward", None)):
             forward = getattr(model, "forward")  # noqa: B009 - a class of any type
             setattr(model, "forward", self._counted(forward))  # noqa: B010
-        self.spaces = _spaces(task)
-        self.process = _process_state()
-        self.ops, self.foreign = _dispatcher()
+        self._snapshot()
         self.ref: Any = None
         self.ref_attrs: dict[str, dict[str, Any]] = {}
         self.ref_methods: dict[str, dict[str, Any]] = {}
@@ -234,11 +232,15 @@ class Integrity:
         if self.ref is not None:
             self.ref_attrs, self.ref_methods, self.ref_sums = _reference_state(self.ref)
 
-    def renew(self) -> None:
-        """A new snapshot (after the reviewer's own work that may rebind, e.g. torch.compile baselines)."""
+    def _snapshot(self) -> None:
+        """The process-wide state :meth:`changes` compares with (the reference's own: :meth:`mark`)."""
         self.spaces = _spaces(self.task)
         self.process = _process_state()
         self.ops, self.foreign = _dispatcher()
+
+    def renew(self) -> None:
+        """A new snapshot (after the reviewer's own work that may rebind, e.g. torch.compile baselines)."""
+        self._snapshot()
         self.mark()
 
     def changes(self) -> list[str]:

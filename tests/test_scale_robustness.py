@@ -377,7 +377,7 @@ def test_an_inherited_forward_is_the_reference_main_work(model_new):
     assert any("submodule self.conv" in w for w in report.warnings)
 
 
-HIDDEN_MATMUL = """
+COPY_KERNEL = """
 import torch
 import torch.nn as nn
 import triton
@@ -389,7 +389,9 @@ def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+"""
 
+HIDDEN_MATMUL = COPY_KERNEL + """
 
 class ModelNew(nn.Module):
     def forward(self, a, b):
@@ -421,19 +423,7 @@ def test_library_ops_are_the_heavy_aten_ops_recorded():
     assert library_ops(["ks_conv_fwd", "aten::add", "aten::mean"]) == []
 
 
-REFERENCE_IN_A_HELPER = """
-import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
-
+REFERENCE_IN_A_HELPER = COPY_KERNEL + """
 
 def _answer(x):
     return torch.relu(x) * 2.0 + 1.0
