@@ -431,16 +431,24 @@ def self_check(
     device: str = "cuda",
     atol: float | None = None,
     rtol: float | None = None,
+    precision: str = "fp32",
 ) -> str | None:
     """Import the emitted candidate and compare it once with the reference, by the reviewer's rule.
 
     The reviewer is the judge; this catches a wrong placeholder order before a review is spent. It
-    uses the same :func:`.correctness.compare` (float64 second chance included), so a seed it
-    rejects is one the reviewer would reject too. Returns None when the outputs agree, else the reason.
+    uses the same :func:`.correctness.compare` (float64 second chance and the TF32 products the
+    ``precision`` policy permits the reference included), so a seed it rejects is one the reviewer
+    would reject too. Returns None when the outputs agree, else the reason.
     """
     import torch
 
-    from kernelskill.runner.correctness import compare, float64_reference, seeded_forward
+    from kernelskill.runner.correctness import (
+        compare,
+        float64_reference,
+        permitted_ops,
+        seeded_forward,
+        tf32_operands,
+    )
     from kernelskill.runner.taskfile import load_source_module, load_task_module
 
     task = load_task_module(task_path, name="kernelskill_seed_check_task")
@@ -454,14 +462,24 @@ def self_check(
         torch.cuda.reset_peak_memory_stats()
     with torch.no_grad():
         seeded_forward()
-        a = ref(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+        with tf32_matmuls(precision == "tf32"):  # as the reviewer runs the reference
+            a = ref(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
         peak = torch.cuda.max_memory_allocated() - base if on_cuda else 0
         seeded_forward()
         b = new(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
     params = sum(p.numel() * p.element_size() for p in ref.parameters())
     ins = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
     need = 2 * (max(peak, 0) + params + ins)
-    return compare(a, b, atol, rtol, truth=lambda: float64_reference(ref, inputs, need, False, not on_cuda))
+    ops = permitted_ops(precision, on_cuda)
+
+    def permitted() -> Any:  # the reference with the TF32 products the policy permits (correctness.py)
+        with torch.no_grad(), tf32_operands(ops) as mode:
+            seeded_forward()
+            out = ref(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+        return out if mode.calls else None
+
+    truth = lambda: float64_reference(ref, inputs, need, False, not on_cuda)  # noqa: E731
+    return compare(a, b, atol, rtol, truth=truth, permitted=permitted if ops else None)
 
 
 def build(req: dict[str, Any]) -> dict[str, Any]:
@@ -494,12 +512,13 @@ def _capture_and_check(req: dict[str, Any], task_path: str, variant: str, seed: 
     source = emit_candidate(Path(task_path).read_text(), cap)
     if req.get("precision"):  # the parent's product precision, also over a TF32 capture's single-pass dots
         source = with_precision(source, req["precision"], among=("ieee", "tf32"))
-    problem = self_check(task_path, source, seed=seed)
+    precision = req.get("precision") or "fp32"
+    problem = self_check(task_path, source, seed=seed, precision=precision)
     meta = {k: v for k, v in cap.items() if k != "code"}
     # a long fp32 reduction over tl.dot blocks that misses the tolerance: the offline diagnoser's repair
     # (Kahan sum over the K blocks), tried here, where the seed is checked, instead of losing the seed
     repaired, n = compensated(source) if problem else (source, 0)
-    if n and self_check(task_path, repaired, seed=seed) is None:
+    if n and self_check(task_path, repaired, seed=seed, precision=precision) is None:
         meta["compensated"] = n
         meta["plain_self_check"] = problem
         return {"ok": True, "source": repaired, "variant": variant, "capture": meta, "code": cap["code"]}

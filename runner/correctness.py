@@ -21,6 +21,14 @@ when one of those two checks fails:
   above its noise, the second term is negligible and this is the same 5 % guard (zeros or a
   constant in place of a small but real output still fail).
 
+The reference's own error is the larger of its run's and, where PyTorch's defaults let its
+convolutions run in TF32 (``torch.backends.cudnn.allow_tf32``, True unless a user turns it off),
+that of a run with its convolution operands rounded to TF32 (``permitted``, :func:`tf32_operands`):
+cuDNN picks a TF32 algorithm or an exact one by shape and layout, so the same convolution may be
+exact in eager mode and TF32 in a compiled program. A candidate is allowed the error the reference
+would have had with the algorithm PyTorch permits it, not only the one cuDNN happened to pick.
+Under the ``tf32`` precision policy, cuBLAS products count the same way (:func:`permitted_ops`).
+
 Every pass over the outputs works in chunks: temporaries take at most :func:`chunk_budget` bytes of
 extra device memory (max(1 GiB, 10 % of one output)), so a multi-GB output is compared without
 float64 copies of it. Imports: stdlib at the top, torch inside (the worker sets the interpreter flag
@@ -173,6 +181,70 @@ def reference_noise(ref: Any, truth: Any, rtol: float, budget: int | None = None
     return worst
 
 
+def tf32_round(x: Any) -> Any:
+    """``x`` (float32) rounded to TF32's 10-bit mantissa, to nearest with ties to even; inf / NaN kept."""
+    import torch
+
+    bits = x.contiguous().view(torch.int32)
+    rounded = ((bits + 0xFFF + ((bits >> 13) & 1)) & -0x2000).view(torch.float32)
+    return torch.where(torch.isfinite(x), rounded, x.contiguous())
+
+
+# aten ops whose float32 operands TF32 tensor cores round: cuDNN convolutions (PyTorch's default allows it)
+# and, where the precision policy allows TF32 matmuls, cuBLAS products (nn.Linear and matmul reach these)
+CONV_OPS = ("convolution", "_convolution")
+MATMUL_OPS = ("mm", "addmm", "bmm", "baddbmm")
+
+
+def permitted_ops(precision: str, on_cuda: bool) -> tuple[str, ...]:
+    """The aten ops whose float32 operands the precision policy lets run in TF32 on this device.
+
+    Convolutions where cuDNN may use TF32 (PyTorch's default, ``torch.backends.cudnn.allow_tf32``);
+    under ``tf32`` also cuBLAS products. Nothing on the CPU, which has no TF32.
+    """
+    import torch
+
+    if not on_cuda:
+        return ()
+    ops = CONV_OPS if torch.backends.cudnn.allow_tf32 else ()
+    return ops + MATMUL_OPS if precision == "tf32" else ops
+
+
+def tf32_operands(ops: tuple[str, ...] = CONV_OPS) -> Any:
+    """A dispatch mode that rounds the float32 operands of ``ops`` (input and weight) to TF32.
+
+    Products of TF32 operands are exact in float32 and accumulated in float32, so a float32 run under
+    this mode has the error a TF32 tensor-core algorithm has (up to summation order). ``calls``
+    counts the ops it rounded; zero means the run was the reference's own program.
+    """
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    aten = torch.ops.aten
+    packets = {getattr(aten, name) for name in ops}
+    operands = {getattr(aten, name): (0, 1) for name in ("convolution", "_convolution", "mm", "bmm")}
+    operands.update({getattr(aten, name): (1, 2) for name in ("addmm", "baddbmm")})  # (bias, a, b)
+
+    class _Mode(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls = 0
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            if func.overloadpacket in packets:
+                idx = operands[func.overloadpacket]
+                if any(isinstance(args[i], torch.Tensor) and args[i].dtype == torch.float32 for i in idx):
+                    self.calls += 1
+                    args = tuple(
+                        tf32_round(a) if i in idx and isinstance(a, torch.Tensor) and a.dtype == torch.float32 else a
+                        for i, a in enumerate(args)
+                    )
+            return func(*args, **kwargs)
+
+    return _Mode()
+
+
 def tolerances(dtype: Any, atol: float | None, rtol: float | None) -> tuple[float, float]:
     """(atol, rtol): the given ones, else the defaults of ``dtype``."""
     a_def, r_def = DEFAULT_TOL.get(str(dtype).replace("torch.", ""), (1e-4, 1e-4))
@@ -184,11 +256,16 @@ class Truth:
 
     ``compute`` returns the reference's outputs in float64, or raises (an op without a float64
     kernel, no memory for it...); the reason is then kept and every later ask gets None.
+    ``permitted`` (optional) returns the reference's float32 outputs under the numerics PyTorch's
+    defaults permit it (TF32 convolutions), or None when that is the reference's own run; it is
+    computed with the float64 run, and a failure there only drops it.
     """
 
-    def __init__(self, compute: Callable[[], Any] | None) -> None:
+    def __init__(self, compute: Callable[[], Any] | None, permitted: Callable[[], Any] | None = None) -> None:
         self._compute, self.error, self.asked = compute, "", False
         self._outs: list[Any] | None = None
+        self._permitted, self.permitted_error = permitted, ""
+        self._alt: list[Any] | None = None
 
     @property
     def enabled(self) -> bool:
@@ -205,7 +282,23 @@ class Truth:
                 self._outs = flatten(self._compute())
             except Exception as e:  # noqa: BLE001 - no float64 kernel, out of memory...: no second chance
                 self.error = f"{type(e).__name__}: {str(e).strip()[:160]}"
+            if self._outs is not None and self._permitted is not None:
+                try:
+                    alt = self._permitted()
+                    self._alt = flatten(alt) if alt is not None else None
+                except Exception as e:  # noqa: BLE001 - out of memory...: the reference's own error only
+                    self.permitted_error = f"{type(e).__name__}: {str(e).strip()[:160]}"
         return self._outs[i] if self._outs is not None else None
+
+    def alternative(self, i: int) -> Any:
+        """Output ``i`` of the permitted-numerics run (after :meth:`get`), or None when there is none."""
+        return self._alt[i] if self._alt is not None else None
+
+    def floor(self, ref: Any, t: Any, i: int, rtol: float, budget: int) -> tuple[float, float]:
+        """(the reference's own error against float64, that of the permitted-numerics run or 0)."""
+        alt = self.alternative(i)
+        own = reference_noise(ref, t, rtol, budget)
+        return own, (reference_noise(alt, t, rtol, budget) if alt is not None else 0.0)
 
 
 def compare(
@@ -217,20 +310,22 @@ def compare(
     noise: list[float] | None = None,
     notes: list[str] | None = None,
     low_memory: bool = False,
+    permitted: Callable[[], Any] | None = None,
 ) -> str | None:
     """None when the outputs match under the rule in the module docstring; else a one-line reason.
 
     ``truth`` (a callable returning the reference's outputs computed in float64, or None) is called
-    at most once, and only when an output fails against the reference. ``noise`` receives the
-    reference's own error of each output that passed on its second chance; ``notes`` one line per
-    output judged against float64 (the review's warnings).
+    at most once, and only when an output fails against the reference. ``permitted`` (a callable
+    returning the reference's outputs with the numerics PyTorch's defaults permit it, or None) is
+    called with it. ``noise`` receives the reference's own error of each output that passed on its
+    second chance; ``notes`` one line per output judged against float64 (the review's warnings).
     """
     import torch
 
     refs, news = flatten(ref_out), flatten(new_out)
     if len(refs) != len(news):
         return f"returned {len(news)} outputs, reference returns {len(refs)}"
-    t64 = Truth(truth)
+    t64 = Truth(truth, permitted)
     for i, (r, n) in enumerate(zip(refs, news, strict=True)):
         tag = f"output {i}: " if len(refs) > 1 else ""
         if not isinstance(n, torch.Tensor):
@@ -275,16 +370,26 @@ def _compare_one(
         t = t64.get(i)
         if t is None:
             return f"{reason} (no float64 reference: {t64.error})"
-        floor = reference_noise(r, t, rt, budget)
+        own, alt = t64.floor(r, t, i, rt, budget)
+        floor = max(own, alt)
         a_eff = max(a, TRUTH_MARGIN * floor)
         st = scan(n, t, a_eff, rt, budget)
+        source = f"the reference's own error {own:.3g}" + (
+            f", {alt:.3g} with its products in TF32 as the precision policy allows" if alt > own else ""
+        )
         if st.bad:
             return (
-                f"{reason}; against the float64 reference (atol {a_eff:.3g} = max(atol, "
-                f"{TRUTH_MARGIN:g} x the reference's own error {floor:.3g})): {st.worst(tuple(r.shape), a_eff, rt)}"
+                f"{reason}; against the float64 reference (atol {a_eff:.3g} = max(atol, {TRUTH_MARGIN:g} x "
+                f"{source})): {st.worst(tuple(r.shape), a_eff, rt)}"
             )
         if noise is not None:
             noise.append(floor)
+        if notes is not None and alt > own and scan(n, t, max(a, TRUTH_MARGIN * own), rt, budget).bad:
+            notes.append(
+                f"output {i}: within {TRUTH_MARGIN:g}x the error of the reference with its products in TF32 "
+                f"({alt:.3g} against float64; its own run: {own:.3g}), as the precision policy allows (cuDNN "
+                "convolutions: PyTorch's default): accepted"
+            )
     if s.rel_l2 <= MAGNITUDE_GUARD:
         return None
     guard = (
@@ -296,15 +401,17 @@ def _compare_one(
     t = t64.get(i)
     if t is None:
         return f"{guard} (no float64 reference to tell: {t64.error})"
-    return _guard_against_truth(r, n, t, guard, budget, i, notes)
+    return _guard_against_truth(r, n, t, guard, budget, i, notes, t64.alternative(i))
 
 
 def _guard_against_truth(
-    r: Any, n: Any, t: Any, guard: str, budget: int, i: int, notes: list[str] | None
+    r: Any, n: Any, t: Any, guard: str, budget: int, i: int, notes: list[str] | None, alt: Any = None
 ) -> str | None:
     """The magnitude guard judged against float64: see the module docstring."""
     cand, ref = scan(n, t, 0.0, 0.0, budget), scan(r, t, 0.0, 0.0, budget)
     truth_norm, ref_err, cand_err = math.sqrt(ref.want_sq), math.sqrt(ref.diff_sq), math.sqrt(cand.diff_sq)
+    if alt is not None:  # the reference's distance with the numerics PyTorch permits it (TF32 convolutions)
+        ref_err = max(ref_err, math.sqrt(scan(alt, t, 0.0, 0.0, budget).diff_sq))
     bound = max(MAGNITUDE_GUARD * truth_norm, TRUTH_MARGIN * ref_err)
     if cand_err > bound:
         return (

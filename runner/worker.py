@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import gpu_share
-from .correctness import float64_reference, seeded_forward
+from .correctness import float64_reference, permitted_ops, seeded_forward, tf32_operands
 from .env import tf32_matmuls, tf32_matters
 from .integrity import Integrity, Tampered
 from .result import ReviewResult, failure
@@ -209,6 +209,25 @@ class Evaluation:
         need = 2 * (self.reference_bytes + params + ins)
         cpu_ok = not self.use_cuda or self.reference_s <= CPU_FLOAT64_MAX_S
         return float64_reference(self.ref, inputs, need, self.low_memory, cpu_ok)
+
+    def permitted(self, inputs: list[Any]) -> Any:
+        """The reference's outputs with the TF32 products the precision policy permits it, or None.
+
+        None where no such op ran (the reference's own run is then the permitted one), in low-memory
+        mode, and where one more output does not fit (:mod:`.correctness`, the float64 second chance).
+        """
+        import torch
+
+        ops = permitted_ops(self.req.get("precision", "fp32"), self.use_cuda)
+        if not ops or self.low_memory:
+            return None
+        if self.use_cuda:
+            free, _ = torch.cuda.mem_get_info()
+            if 2 * self.reference_bytes > free + torch.cuda.memory_reserved() - torch.cuda.memory_allocated():
+                return None
+        with tf32_operands(ops) as mode:
+            out = self.reference(inputs)
+        return out if mode.calls else None
 
 
 class TaskError(Exception):
@@ -529,11 +548,20 @@ def _check(
     noise: list[float] = []
     notes: list[str] = []
     truth = (lambda: ev.truth(pristine)) if ev.req.get("float64_truth", True) else None
+    permitted = lambda: ev.permitted(pristine)  # noqa: E731 - called only with the float64 run
     if ev.use_cuda:
         held = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
     reason = compare(
-        ref_out, new_out, ev.req.get("atol"), ev.req.get("rtol"), truth, noise, notes, low_memory=ev.low_memory
+        ref_out,
+        new_out,
+        ev.req.get("atol"),
+        ev.req.get("rtol"),
+        truth,
+        noise,
+        notes,
+        low_memory=ev.low_memory,
+        permitted=permitted,
     )
     if ev.use_cuda:  # the comparison's own device memory (a float64 run of the reference included)
         extra = torch.cuda.max_memory_allocated() - held
