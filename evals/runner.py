@@ -275,17 +275,39 @@ def supersede(runs: Path, keys: list[str], patterns: str) -> list[str]:
     globs = [g.strip() for g in patterns.split(",") if g.strip()]
     moved = []
     for key in keys:
-        run_dir = runs / key
-        if not run_dir.exists() or not any(fnmatch.fnmatchcase(key, g) for g in globs):
-            continue
-        dest, n = runs.parent / "superseded" / key, 1
-        while dest.exists():
-            n += 1
-            dest = runs.parent / "superseded" / f"{key}.{n}"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(run_dir), str(dest))
-        moved.append(key)
+        if (runs / key).exists() and any(fnmatch.fnmatchcase(key, g) for g in globs):
+            _set_aside(runs, key)
+            moved.append(key)
     return moved
+
+
+def _set_aside(runs: Path, key: str) -> None:
+    """Move ``runs/key`` to ``../superseded/key`` (``key.2``, ... when that exists)."""
+    dest, n = runs.parent / "superseded" / key, 1
+    while dest.exists():
+        n += 1
+        dest = runs.parent / "superseded" / f"{key}.{n}"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(runs / key), str(dest))
+
+
+def set_aside_stale(runs: Path, keys: list[str], retry_timeouts: bool) -> list[str]:
+    """Set aside the unfinished runs of ``keys`` that began under other code (:func:`.runs.code_fingerprint`).
+
+    Such a task starts over instead of resuming: its earlier steps (compiler seeds, reviews) were made
+    by another reviewer or engine. A run that recorded no fingerprint resumes. Returns the keys moved.
+    """
+    from kernelskill.runs import code_fingerprint, run_code
+
+    now = code_fingerprint()
+    stale = []
+    for key in keys:
+        run_dir = runs / key
+        began = run_code(run_dir) if (run_dir / "run.json").exists() else ""
+        if began and began != now and not is_finished(run_dir, retry_timeouts):
+            _set_aside(runs, key)
+            stale.append(key)
+    return stale
 
 
 def resume_command(
@@ -517,6 +539,13 @@ def run_eval(
         moved = supersede(runs, [spec.key for spec in specs], rerun)
         if moved:
             _say(console, f"starting over ({len(moved)}): {', '.join(moved)} (previous runs in {out / 'superseded'})")
+        stale = set_aside_stale(runs, [spec.key for spec in specs], retry_timeouts)
+        if stale:
+            _say(
+                console,
+                f"starting over ({len(stale)}), begun under other kernelskill code: {', '.join(stale)} "
+                f"(previous runs in {out / 'superseded'})",
+            )
         for spec in specs:
             run_dir = runs / spec.key
             if is_finished(run_dir, retry_timeouts):

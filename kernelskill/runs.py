@@ -2,7 +2,8 @@
 
 Layout of one run (``runs/<thread-id>/``)::
 
-    run.json            task path and the full run configuration (resume re-reads it)
+    run.json            task path, the full run configuration (resume re-reads it) and the code's
+                        fingerprint (:func:`code_fingerprint`)
     checkpoints.sqlite  LangGraph checkpoints, written synchronously after every node (with
                         ``checkpointer = postgres://...`` they go to that database instead, under the
                         run's own ``checkpoint_thread``, see :mod:`kernelskill.checkpoints`)
@@ -14,12 +15,14 @@ Layout of one run (``runs/<thread-id>/``)::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,39 @@ from kernelskill.graph.state import State
 def runs_root() -> Path:
     """``$KERNELSKILL_RUNS_DIR`` or ``./runs``."""
     return Path(os.environ.get("KERNELSKILL_RUNS_DIR", "runs"))
+
+
+CODE_PACKAGES = ("kernelskill", "graph", "nodes", "skills_kb", "evals", "runner", "engine")
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """A short hash of the kernelskill code this process runs (its .py, .yaml, .json and .md files).
+
+    Recorded in every run.json; the eval runner starts a task over rather than resume a run that
+    began under other code (a reviewer or seed that changed in between would mix two rules in one row).
+    """
+    import importlib.util
+
+    digest = hashlib.sha256()
+    for name in CODE_PACKAGES:
+        spec = importlib.util.find_spec(name if name == "kernelskill" else f"kernelskill.{name}")
+        roots = list(spec.submodule_search_locations or []) if spec else []
+        for root in roots:
+            base = Path(root)
+            for f in sorted(base.rglob("*")):
+                if f.suffix in (".py", ".yaml", ".json", ".md") and "__pycache__" not in f.parts and f.is_file():
+                    digest.update(f"{name}/{f.relative_to(base)}".encode())
+                    digest.update(f.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def run_code(run_dir: Path) -> str:
+    """The code fingerprint a run began under ("" when run.json has none or cannot be read)."""
+    try:
+        return str(json.loads((Path(run_dir) / "run.json").read_text()).get("code", ""))
+    except (OSError, ValueError):
+        return ""
 
 
 @dataclass
@@ -61,7 +97,7 @@ def new_run(task_path: str | Path, ctx: Context, root: Path | None = None, threa
     ctx.run_dir = str(run_dir.resolve())
     # one database holds the checkpoints of every eval and host: a run's thread there is unique to it
     checkpoint = f"{tid}-{secrets.token_hex(8)}" if ctx.postgres() else ""
-    meta = {"thread_id": tid, "task_path": str(task), "context": ctx.to_dict()}
+    meta = {"thread_id": tid, "task_path": str(task), "context": ctx.to_dict(), "code": code_fingerprint()}
     if checkpoint:
         meta["checkpoint_thread"] = checkpoint
     (run_dir / "run.json").write_text(json.dumps(meta, indent=2))

@@ -295,6 +295,40 @@ def test_timeout_is_recorded_and_not_rerun(tmp_path):
     assert again.jobs == []  # it has a report now
 
 
+def test_unfinished_run_begun_under_other_code_starts_over(tmp_path):
+    from kernelskill.runs import code_fingerprint
+
+    tasks = tmp_path / "tasks"
+    for name in ("a_old", "b_same", "c_unknown", "d_done"):
+        make_task(tasks, name)
+    out = tmp_path / "eval"
+    runs = out / "runs"
+    for key, code in (("L1-a_old", "0123456789abcdef"), ("L1-b_same", code_fingerprint()), ("L1-c_unknown", None)):
+        (runs / key).mkdir(parents=True)
+        meta = {"thread_id": key, "task_path": str(tasks / "x.py"), "context": {}}
+        if code:
+            meta["code"] = code
+        (runs / key / "run.json").write_text(json.dumps(meta))
+    (runs / "L1-d_done").mkdir(parents=True)  # finished under other code: its row stands
+    (runs / "L1-d_done" / "run.json").write_text(json.dumps({"code": "fedcba9876543210"}))
+    (runs / "L1-d_done" / "report.json").write_text(json.dumps(report(review(kind="interpreter", speedup=None))))
+    launcher, console = FakeLauncher(), quiet()
+    run_eval([1], tasks, 0, "", out, Context(scripted="s.json"), console, launch=launcher)
+    started = {j.spec.key: j.cmd[3] for j in launcher.jobs}  # "optimize" (fresh) or "resume"
+    assert started == {"L1-a_old": "optimize", "L1-b_same": "resume", "L1-c_unknown": "resume"}
+    assert (out / "superseded" / "L1-a_old" / "run.json").exists()
+    assert "begun under other kernelskill code: L1-a_old" in output(console)
+    assert not (out / "superseded" / "L1-d_done").exists()
+
+
+def test_a_new_run_records_the_code_it_runs(tmp_path):
+    from kernelskill.runs import code_fingerprint, new_run, run_code
+
+    run = new_run(FIXTURES / "tasks" / "scale_relu.py", Context(scripted="s.json"), root=tmp_path, thread_id="t")
+    assert run_code(run.dir) == code_fingerprint() and len(code_fingerprint()) == 16
+    assert run_code(tmp_path / "missing") == ""
+
+
 def test_rerun_starts_matching_tasks_over_and_keeps_their_previous_runs(tmp_path):
     tasks = tmp_path / "tasks"
     for name in ("a_conv", "b_conv", "c_gemm"):
