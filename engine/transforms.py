@@ -41,8 +41,9 @@ Each transform implements the method of the skill cards that name it (``transfor
 - ``conv_kernel`` (card ``implicit-gemm-conv``): a compiler seed with a convolution (a cuDNN call or a Triton
   template) recaptured with every convolution in our implicit-GEMM kernel (``engine/conv.py``; transposed ones
   by phase decomposition, depthwise ones in fp32 multiply-adds), its products in ``tf32x3``, plus a capture in
-  ``tf32r`` (TF32 rounded to nearest, as cuDNN) where the precision policy allows TF32 for the task (cuDNN
-  keeps fp32 products on some shapes, so the reviewer keeps whichever stays correct). The element-wise tail
+  ``tf32r`` (TF32 rounded to nearest, as cuDNN) where the precision policy allows TF32 for the task (the
+  reviewer allows it the error of the reference with TF32 convolutions, even where cuDNN ran the reference's
+  exact; where it cannot run that, only the near-fp32 capture stays correct). The element-wise tail
   of each convolution in the graph is computed in the kernel before its store (``reformulate.conv_kernel_forms``),
   and a mean over every spatial dimension after it is reduced in the kernel; Inductor fuses the rest into its
   own kernels. A later recapture keeps the form.
@@ -252,8 +253,9 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
         args = (ctx, task_path, workdir, base, variant, False, graphed, "conv_kernel")
         if not _tf32_ok(ctx, task_path):
             return _recapture(*args, conv_kernel="tf32x3")
-        # cuDNN's numerics where the policy allows them; but cuDNN keeps fp32 products on some shapes (few input
-        # channels), where only near-fp32 products stay within the reference's own error: both, the reviewer decides
+        # cuDNN's numerics where the policy allows them: the reviewer allows a convolution the error of the reference
+        # with TF32 convolutions (runner/correctness.py), except where it cannot run that (the CPU, low-memory
+        # mode), where only near-fp32 products stay within the reference's own error: both, the reviewer decides
         sources, notes, problem = _recapture(*args, conv_kernel="tf32r")
         exact, exact_notes, exact_problem = _recapture(*args, conv_kernel="tf32x3")
         return sources + exact, notes + exact_notes, "" if sources or exact else problem or exact_problem
