@@ -107,6 +107,7 @@ def capture_variant(
         "reformulate": reformulate,
         "conv_kernel": conv_kernel,
         "precision": precision,
+        "precision_policy": ctx.precision,  # what the self-check allows the reference (runner/correctness.py)
     }
     name = (
         f"seed_{variant}"

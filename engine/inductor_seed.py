@@ -512,13 +512,13 @@ def _capture_and_check(req: dict[str, Any], task_path: str, variant: str, seed: 
     source = emit_candidate(Path(task_path).read_text(), cap)
     if req.get("precision"):  # the parent's product precision, also over a TF32 capture's single-pass dots
         source = with_precision(source, req["precision"], among=("ieee", "tf32"))
-    precision = req.get("precision") or "fp32"
-    problem = self_check(task_path, source, seed=seed, precision=precision)
+    policy = req.get("precision_policy") or "fp32"  # the run's policy; "precision" above is a product precision
+    problem = self_check(task_path, source, seed=seed, precision=policy)
     meta = {k: v for k, v in cap.items() if k != "code"}
     # a long fp32 reduction over tl.dot blocks that misses the tolerance: the offline diagnoser's repair
     # (Kahan sum over the K blocks), tried here, where the seed is checked, instead of losing the seed
     repaired, n = compensated(source) if problem else (source, 0)
-    if n and self_check(task_path, repaired, seed=seed, precision=precision) is None:
+    if n and self_check(task_path, repaired, seed=seed, precision=policy) is None:
         meta["compensated"] = n
         meta["plain_self_check"] = problem
         return {"ok": True, "source": repaired, "variant": variant, "capture": meta, "code": cap["code"]}

@@ -166,7 +166,8 @@ def test_a_seed_missing_the_tolerance_is_compensated_where_it_is_checked(tmp_pat
     monkeypatch.setattr(seed, "capture", lambda *a, **k: {"code": "", "variant": "triton"})
     monkeypatch.setattr(seed, "emit_candidate", lambda text, cap: KERNEL)
 
-    def check(path, source, seed=42):
+    def check(path, source, seed=42, precision="fp32"):
+        assert precision == "fp32"  # the run's policy, not the seed's product precision (tf32x3 below)
         checked.append(source)
         return None if "acc_kc" in source else "3/256 elements exceed atol=0.0001 rtol=0.0001"
 
@@ -176,6 +177,6 @@ def test_a_seed_missing_the_tolerance_is_compensated_where_it_is_checked(tmp_pat
     assert out["ok"] and out["capture"]["compensated"] == 1 and "acc_kc" in out["source"]
     assert out["capture"]["plain_self_check"].startswith("3/256 elements exceed")
     assert 'input_precision="tf32x3"' in checked[0] and "acc_kc" not in checked[0]  # precision set, then checked
-    monkeypatch.setattr(seed, "self_check", lambda path, source, seed=42: "shape (4,) vs (4, 1)")
+    monkeypatch.setattr(seed, "self_check", lambda path, source, seed=42, precision="fp32": "shape (4,) vs (4, 1)")
     out = seed._capture_and_check({**req, "precision": None}, str(task), "triton", 42)
     assert not out["ok"] and out["error"] == "self-check failed: shape (4,) vs (4, 1)"

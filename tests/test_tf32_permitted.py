@@ -118,3 +118,19 @@ def test_permitted_run_that_fails_or_is_the_reference_changes_nothing():
 
     assert compare(ref, tf32_candidate, None, None, truth=truth, permitted=broken) is not None
     assert compare(ref, tf32_candidate, None, None, truth=truth, permitted=lambda: None) is not None
+
+
+def test_the_seed_self_check_gets_the_runs_policy_not_a_product_precision(monkeypatch, tmp_path):
+    from kernelskill.engine import compiler
+    from kernelskill.graph.context import Context
+    from kernelskill.runner.sandbox import ChildFailure
+
+    reqs = []
+
+    def fake_run_child(module, req, workdir, name, timeout_s, **kw):
+        reqs.append(req)
+        return ChildFailure("crashed", "no GPU here", "", 0.0)
+
+    monkeypatch.setattr(compiler, "run_child", fake_run_child)
+    compiler.capture_variant(Context(precision="tf32"), "t.py", "triton", tmp_path, precision="tf32x3")
+    assert reqs[0]["precision_policy"] == "tf32" and reqs[0]["precision"] == "tf32x3"
