@@ -74,3 +74,37 @@ def test_timing_spread_under_three_percent(tmp_path):
 
     assert spread(speedups) < 0.03, speedups
     assert spread(medians) < 0.10, medians
+
+
+TF32_CONV = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def tf32(x):  # round to TF32's 10-bit mantissa, to nearest, as cuDNN's TF32 convolutions do
+    b = x.contiguous().view(torch.int32)
+    return ((b + 0xFFF + ((b >> 13) & 1)) & -0x2000).view(torch.float32)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, cin, cout, k):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, k)
+
+    def forward(self, x):
+        w, b = self.conv.weight, self.conv.bias
+        exact = F.conv2d(x.double(), w.double(), b.double()).float()
+        rounded = F.conv2d(tf32(x).double(), tf32(w).double(), b.double()).float()
+        return torch.relu(exact + SCALE * (rounded - exact))
+"""
+
+
+def test_tf32_convolution_is_judged_by_the_references_tf32_error(tmp_path):
+    """A convolution with TF32 operands passes under fp32 (PyTorch's default lets cuDNN compute it so, even where
+    cuDNN ran the reference's exact), and 4x that error, twice what the rule allows, fails."""
+    task = FIXTURES / "tasks" / "conv_few_channels.py"
+    ok = review(task, TF32_CONV.replace("SCALE", "1.0"), tmp_path, "tf32", baseline_cache=False)
+    assert ok["status"] == "correct", ok.get("error_digest")
+    off = review(task, TF32_CONV.replace("SCALE", "4.0"), tmp_path, "tf32x4", baseline_cache=False)
+    assert off["status"] == "wrong_output", off.get("error_digest")
