@@ -20,7 +20,9 @@ correctness trial, timing). What is watched:
 
 - what changes every op or module of the process without rebinding a function: the stacks of torch
   function and dispatch modes (a mode entered at import sees the reference's calls too), PyTorch's global
-  module hooks (a global forward hook can rewrite the reference's output), and the dispatcher's kernels
+  module hooks (a global forward hook can rewrite the reference's output), its numerics flags (TF32 and
+  reduced-precision matmuls, cuDNN's settings, the default dtype: the reference would compute with them
+  too, however the candidate reached the flag), and the dispatcher's kernels
   of every operator that existed before the import, registered from outside PyTorch (``torch.library``
   overriding ``aten::relu`` changes the reference's relu). A candidate's own new operators are allowed.
 
@@ -101,14 +103,42 @@ def _dispatcher(known: set[str] | None = None) -> tuple[set[str], set[str]]:
     return names, foreign
 
 
+# PyTorch's global numerics flags: the reference runs in the same process, so a candidate that turns on TF32
+# matmuls or reduced-precision reductions (however it reaches the flag) loosens the reference it is judged by
+NUMERICS_FLAGS = (
+    "torch.backends.cuda.matmul.allow_tf32",
+    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
+    "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
+    "torch.backends.cudnn.allow_tf32",
+    "torch.backends.cudnn.enabled",
+    "torch.backends.cudnn.benchmark",
+    "torch.backends.cudnn.deterministic",
+)
+
+
+def _numerics() -> dict[str, Any]:
+    """The values of :data:`NUMERICS_FLAGS`, the float32 matmul precision and the default dtype."""
+    import torch
+
+    state: dict[str, Any] = {"torch.get_float32_matmul_precision()": torch.get_float32_matmul_precision()}
+    state["torch.get_default_dtype()"] = torch.get_default_dtype()
+    for flag in NUMERICS_FLAGS:
+        obj: Any = torch
+        for part in flag.split(".")[1:]:
+            obj = getattr(obj, part, None)
+        state[flag] = obj
+    return state
+
+
 def _process_state() -> dict[str, Any]:
-    """Mode stacks and PyTorch's global module hooks: each value compared by equality."""
+    """Mode stacks, PyTorch's global module hooks and numerics flags: each value compared by equality."""
     import torch
     from torch.nn.modules import module as nn_module
 
     state: dict[str, Any] = {
         "torch function modes": torch._C._len_torch_function_stack(),
         "torch dispatch modes": torch._C._len_torch_dispatch_stack(),
+        **_numerics(),
     }
     for name, hooks in sorted(vars(nn_module).items()):
         if name.startswith("_global_") and isinstance(hooks, dict):
