@@ -23,6 +23,7 @@ its own process and a timeout like every evaluation. Imports: stdlib at the top,
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import json
 import os
@@ -364,7 +365,10 @@ def capture(
             src = src() if callable(src) else src
             phs.append({"name": node.name, "source": src, **placeholder_kind(src, fparams, self_name)})
         graphs.append(phs)
-        return compile_fx(gm, example_inputs)
+        # without max-autotune, Inductor's compile is work on the CPU alone: the GPU share is given up meanwhile
+        # (a timing of another worker need not wait for it); autotuning benchmarks on the GPU as it compiles
+        with gpu_share.released() if not patches.get("max_autotune") else contextlib.nullcontext():
+            return compile_fx(gm, example_inputs)
 
     torch._dynamo.reset()
     patches = variant_patches(variant, inductor_config)

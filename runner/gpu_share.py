@@ -9,7 +9,8 @@ only CPU work (compiling, planning) goes on beside it, on the other workers' own
 Writers go first: a timing that waits closes a turnstile that new shared holders must pass, so it
 waits only for the shared holders already in, never behind a stream of new ones. A process that
 holds the lock shared and starts a timing gives its share up first (no deadlock between two such
-processes) and takes it back afterwards.
+processes) and takes it back afterwards. Work on the CPU alone inside a shared hold (a compile) runs
+under :func:`released`, which gives the share up meanwhile, so a timing need not wait for it.
 
 Waiting is not the task's own time: with ``KERNELSKILL_GPU_WAIT_LOG`` set (a file per task launch, by
 the eval), every wait is appended there, and the launch's deadline and hard limit are extended by the
@@ -25,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -160,6 +162,32 @@ def exclusive() -> Iterator[None]:
         fcntl.flock(h.data, fcntl.LOCK_UN)
         if had_share:
             _enter_shared(h)
+
+
+@contextmanager
+def released() -> Iterator[None]:
+    """Give this process's shared hold up for work on the CPU alone (compiling), and take it back after.
+
+    A timing queued meanwhile runs instead of waiting for the compile to end (while a shared holder
+    compiles, a queued timing closes the turnstile and every other worker's GPU work waits behind it).
+    The process's queued GPU work is finished first (``torch.cuda.synchronize``), so none of it runs
+    beside a timing; the body must not start GPU work of its own (a hold taken inside it is a hold of
+    its own). A no-op without a shared hold, or inside an exclusive one.
+    """
+    h = _holder()
+    if h is None or h.exclusive or not h.shared:
+        yield
+        return
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    depth, h.shared = h.shared, 0
+    fcntl.flock(h.data, fcntl.LOCK_UN)
+    try:
+        yield
+    finally:
+        _enter_shared(h)
+        h.shared = depth
 
 
 def hold(alone: bool) -> contextlib.AbstractContextManager[None]:

@@ -923,6 +923,24 @@ def _time_on_gpu(
         result["metrics"]["speedup_vs_compile"] = comp["median_ms"] / ms
 
 
+def compile_default(model: Any) -> Any:
+    """``torch.compile(model)`` with its defaults, whose compile gives this process's GPU share up.
+
+    The same Inductor backend object ``torch.compile`` builds (a subclass of it, the same config), so
+    the same program; only the compile itself, work on the CPU, runs under :func:`.gpu_share.released`,
+    so a timing of another worker need not wait for it. The first run (and Inductor's autotuning of
+    its kernels there) happens after, under the share again.
+    """
+    import torch
+
+    class _CompilingAlone(torch._TorchCompileInductorWrapper):
+        def __call__(self, model_: Any, inputs_: Any, **kwargs: Any) -> Any:
+            with gpu_share.released():
+                return super().__call__(model_, inputs_, **kwargs)
+
+    return torch._dynamo.optimize(backend=_CompilingAlone(None, None, None))(model)
+
+
 def _compiled_baseline(model: Any, inputs: list[Any], name: str) -> dict[str, Any]:
     """``{name: timing}`` of torch.compile of ``model`` (fresh compile), or None with the error."""
     import torch
@@ -933,7 +951,7 @@ def _compiled_baseline(model: Any, inputs: list[Any], name: str) -> dict[str, An
         import torch._dynamo
 
         torch._dynamo.reset()  # a recompile under the current numerics flags
-        compiled = torch.compile(model)
+        compiled = compile_default(model)
         return {name: time_adaptive(lambda: compiled(*inputs))}
     except Exception as e:  # a reference torch.compile cannot handle: no compile baseline
         return {name: None, f"{name}_error": f"{type(e).__name__}: {str(e)[:300]}"}

@@ -27,6 +27,16 @@ def _hold(lock_dir: str, log: str, name: str, kind: str, start_after: float, hol
                 began = time.time()
                 time.sleep(hold_s)
                 ended = time.time()
+    elif kind == "compile":  # holds shared, compiles (the CPU alone) with the share given up, then runs again
+        with gpu_share.shared():
+            with gpu_share.released():
+                began = time.time()  # the compile
+                time.sleep(hold_s)
+                ended = time.time()
+            back = time.time()
+            time.sleep(0.2)
+        with open(log, "a") as f:
+            f.write(json.dumps({"name": name + "-back", "began": back, "ended": back + 0.2}) + "\n")
     else:
         with gpu_share.shared() if kind == "shared" else gpu_share.exclusive():
             began = time.time()
@@ -231,3 +241,85 @@ def test_a_launch_on_a_shared_gpu_gets_its_waits_added_to_its_limit(tmp_path, sl
     result = SubprocessLauncher()(job)
     assert result.timed_out is timed_out  # the limit: 2 s + min(9 s waited, 2 s cap) = 4 s
     assert result.gpu_wait_s == 2.0
+
+
+def test_a_compile_gives_its_share_up_and_a_timing_runs_meanwhile(tmp_path):
+    """A shared holder that compiles under released(): a timing asked meanwhile runs at once, not after the
+    compile, and the compiler's share comes back only once the timing is done."""
+    rows = _run(tmp_path, [("compiler", "compile", 0.0, 3.0), ("timing", "exclusive", 0.5, 1.0)])
+    compile_, timing, back = rows["compiler"], rows["timing"], rows["compiler-back"]
+    assert timing["began"] - timing["asked"] < 1.0  # did not wait for the 3 s compile
+    assert _overlap(compile_, timing)
+    assert back["began"] >= timing["ended"] - 0.05  # the share is taken back through the turnstile
+
+
+def test_released_without_a_share_or_inside_a_timing_changes_nothing(tmp_path, monkeypatch):
+    monkeypatch.delenv(gpu_share.ENV, raising=False)
+    with gpu_share.released():
+        pass
+    monkeypatch.setenv(gpu_share.ENV, str(tmp_path / "locks"))
+    with gpu_share.exclusive(), gpu_share.released():  # a timing keeps the GPU alone
+        h = gpu_share._holder()
+        assert h.exclusive == 1
+    with gpu_share.shared(), gpu_share.shared():
+        with gpu_share.released():
+            assert gpu_share._holder().shared == 0
+            with gpu_share.shared():  # a hold of its own inside: taken and given back
+                assert gpu_share._holder().shared == 1
+        assert gpu_share._holder().shared == 2
+
+
+def test_the_compile_baseline_is_torch_compiles_own_program(monkeypatch, tmp_path):
+    """compile_default gives the GPU share up while it compiles, and compiles what torch.compile does."""
+    import torch
+    import torch._dynamo
+    from torch._inductor import config as inductor_config
+    from torch._inductor.utils import run_and_get_code
+
+    from kernelskill.runner import worker
+
+    released = []
+    real = gpu_share.released
+
+    def counting():
+        released.append(1)
+        return real()
+
+    monkeypatch.setattr(gpu_share, "released", counting)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32))
+    x = torch.randn(8, 16)
+    with torch.no_grad(), inductor_config.patch(fx_graph_cache=False):
+        torch._dynamo.reset()
+        want_out, want = run_and_get_code(torch.compile(model), x)
+        torch._dynamo.reset()
+        got_out, got = run_and_get_code(worker.compile_default(model), x)
+    import re
+
+    def same(code: list[str]) -> list[str]:  # the compile's serial number aside
+        return [re.sub(r"AOT ID: \['\d+_", "AOT ID: ['N_", c) for c in code]
+
+    assert released == [1] and len(got) == 1 and same(got) == same(want) and torch.equal(got_out, want_out)
+
+
+def test_a_seed_capture_compiles_with_its_share_given_up(monkeypatch, tmp_path):
+    from kernelskill.engine import inductor_seed
+
+    task = tmp_path / "t.py"
+    task.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        "    def forward(self, x):\n        return torch.relu(x) * 2.0\n\n\n"
+        "def get_inputs():\n    return [torch.randn(4, 8)]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    released = []
+    real = gpu_share.released
+
+    def counting():
+        released.append(gpu_share._holder().shared)
+        return real()
+
+    monkeypatch.setattr(gpu_share, "released", counting)
+    monkeypatch.setenv(gpu_share.ENV, str(tmp_path / "locks"))
+    with gpu_share.shared():
+        inductor_seed.capture(str(task), "default", device="cpu")
+        assert gpu_share._holder().shared == 1  # the share is back for the first run and the self-check
+    assert released == [1]
