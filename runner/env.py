@@ -76,21 +76,10 @@ def tf32_matmuls(on: bool) -> Any:
 TF32_OPS = ("mm", "matmul", "linear", "conv", "dot", "einsum", "attention", "rnn", "lstm", "gru", "mv", "bilinear")
 
 
-def tf32_matters(model: Any, inputs: list[Any]) -> bool:
-    """True when one forward of ``model`` on ``inputs`` calls an aten op that TF32 flags can change.
+def tf32_ops(ops: list[str]) -> bool:
+    """True when the recorded aten ops (``aten::OP``, :func:`.profiling.aten_ops`) hold one TF32 flags can change.
 
-    Recorded with a dispatch mode (one more forward, no grad). Where nothing of the kind runs
-    (element-wise work, reductions, scans), TF32 allowed or not computes the same program; when in
-    doubt (the recording fails), True.
+    Where nothing of the kind runs (element-wise work, reductions, scans), TF32 allowed or not computes
+    the same program.
     """
-    import torch
-
-    from .profiling import aten_ops
-
-    seen: list[str] = []
-    try:
-        with torch.no_grad(), aten_ops(seen):
-            model(*inputs)
-    except Exception:  # noqa: BLE001 - a model the recorder cannot follow: assume TF32 matters
-        return True
-    return any(op in name for name in seen for op in TF32_OPS)
+    return any(op in name for name in ops for op in TF32_OPS)

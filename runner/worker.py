@@ -20,7 +20,7 @@ from typing import Any
 
 from . import gpu_share
 from .correctness import float64_reference, permitted_ops, seeded_forward, tf32_operands
-from .env import tf32_matmuls, tf32_matters
+from .env import tf32_matmuls, tf32_ops
 from .integrity import Integrity, Tampered
 from .result import ReviewResult, failure
 from .sandbox import read_key, request_paths, write_result
@@ -875,7 +875,8 @@ def _time_on_gpu(
     The baselines run under the precision policy's numerics (``tf32``: TF32 matmuls allowed) and
     are cached under a key that names it. Under ``fp32``, torch.compile with TF32 matmuls allowed is
     timed too, for context (``speedup_vs_compile_tf32``), where the reference calls an op TF32 can
-    change (:func:`.env.tf32_matters`); elsewhere it is the same program, and its timing is the fp32 one.
+    change (:func:`.env.tf32_ops`, over the reference's recorded ops); elsewhere it is the same
+    program, and its timing is the fp32 one.
     """
     import torch
 
@@ -894,7 +895,7 @@ def _time_on_gpu(
         with torch.no_grad(), tf32_matmuls(precision == "tf32"):
             base = {"eager": time_adaptive(lambda: run.ref(*inputs)), **_compiled_baseline(run.ref, inputs, "compile")}
         if precision == "fp32":
-            if tf32_matters(run.ref, inputs):
+            if tf32_ops(run.ref_ops):  # recorded in its first forward (_reference_phase)
                 with torch.no_grad(), tf32_matmuls(True):
                     base.update(_compiled_baseline(run.ref, inputs, "compile_tf32"))
             else:  # no product TF32 could change: the same program, not compiled and timed again
