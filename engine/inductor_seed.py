@@ -446,13 +446,7 @@ def self_check(
     """
     import torch
 
-    from kernelskill.runner.correctness import (
-        compare,
-        float64_reference,
-        permitted_ops,
-        seeded_forward,
-        tf32_operands,
-    )
+    from kernelskill.runner.correctness import compare, float64_reference, permitted_ops, permitted_run, seeded_forward
     from kernelskill.runner.taskfile import load_source_module, load_task_module
 
     task = load_task_module(task_path, name="kernelskill_seed_check_task")
@@ -464,23 +458,26 @@ def self_check(
         torch.cuda.synchronize()
         base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
+
+    def fresh() -> list[Any]:
+        return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
     with torch.no_grad():
         seeded_forward()
         with tf32_matmuls(precision == "tf32"):  # as the reviewer runs the reference
-            a = ref(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+            a = ref(*fresh())
         peak = torch.cuda.max_memory_allocated() - base if on_cuda else 0
         seeded_forward()
-        b = new(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+        b = new(*fresh())
     params = sum(p.numel() * p.element_size() for p in ref.parameters())
     ins = sum(x.numel() * x.element_size() for x in inputs if isinstance(x, torch.Tensor))
     need = 2 * (max(peak, 0) + params + ins)
     ops = permitted_ops(precision, on_cuda)
 
     def permitted() -> Any:  # the reference with the TF32 products the policy permits (correctness.py)
-        with torch.no_grad(), tf32_operands(ops) as mode:
+        with torch.no_grad():
             seeded_forward()
-            out = ref(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
-        return out if mode.calls else None
+            return permitted_run(lambda: ref(*fresh()), ops)
 
     truth = lambda: float64_reference(ref, inputs, need, False, not on_cuda)  # noqa: E731
     return compare(a, b, atol, rtol, truth=truth, permitted=permitted if ops else None)

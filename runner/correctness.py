@@ -245,6 +245,26 @@ def tf32_operands(ops: tuple[str, ...] = CONV_OPS) -> Any:
     return _Mode()
 
 
+def permitted_run(run: Callable[[], Any], ops: tuple[str, ...]) -> Any:
+    """``run()`` (a forward of the reference) with the float32 operands of ``ops`` in TF32 (:func:`tf32_operands`).
+
+    None when ``ops`` is empty or none of them ran: the reference's own run is then the permitted one.
+    """
+    if not ops:
+        return None
+    with tf32_operands(ops) as mode:
+        out = run()
+    return out if mode.calls else None
+
+
+def device_room() -> int:
+    """Bytes the current CUDA device can still give: free memory plus what the caching allocator holds unused."""
+    import torch
+
+    free, _ = torch.cuda.mem_get_info()
+    return free + torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+
+
 def tolerances(dtype: Any, atol: float | None, rtol: float | None) -> tuple[float, float]:
     """(atol, rtol): the given ones, else the defaults of ``dtype``."""
     a_def, r_def = DEFAULT_TOL.get(str(dtype).replace("torch.", ""), (1e-4, 1e-4))
@@ -475,9 +495,7 @@ def float64_reference(model: Any, inputs: list[Any], need_bytes: int, low_memory
     if not on_cuda:
         return run(device or "cpu")
     if not low_memory:
-        free, _ = torch.cuda.mem_get_info()
-        free += torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
-        if need_bytes <= 0.9 * free:
+        if need_bytes <= 0.9 * device_room():
             try:
                 return run(device)
             except torch.OutOfMemoryError:

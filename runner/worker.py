@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import gpu_share
-from .correctness import float64_reference, permitted_ops, seeded_forward, tf32_operands
+from .correctness import device_room, float64_reference, permitted_ops, permitted_run, seeded_forward
 from .env import tf32_matmuls, tf32_ops
 from .integrity import Integrity, Tampered
 from .result import ReviewResult, failure
@@ -216,18 +216,10 @@ class Evaluation:
         None where no such op ran (the reference's own run is then the permitted one), in low-memory
         mode, and where one more output does not fit (:mod:`.correctness`, the float64 second chance).
         """
-        import torch
-
-        ops = permitted_ops(self.req.get("precision", "fp32"), self.use_cuda)
-        if not ops or self.low_memory:
+        ops = () if self.low_memory else permitted_ops(self.req.get("precision", "fp32"), self.use_cuda)
+        if ops and self.use_cuda and 2 * self.reference_bytes > device_room():
             return None
-        if self.use_cuda:
-            free, _ = torch.cuda.mem_get_info()
-            if 2 * self.reference_bytes > free + torch.cuda.memory_reserved() - torch.cuda.memory_allocated():
-                return None
-        with tf32_operands(ops) as mode:
-            out = self.reference(inputs)
-        return out if mode.calls else None
+        return permitted_run(lambda: self.reference(inputs), ops)
 
 
 class TaskError(Exception):
