@@ -302,9 +302,8 @@ def set_aside_stale(runs: Path, keys: list[str], retry_timeouts: bool) -> list[s
     now = code_fingerprint()
     stale = []
     for key in keys:
-        run_dir = runs / key
-        began = run_code(run_dir) if (run_dir / "run.json").exists() else ""
-        if began and began != now and not is_finished(run_dir, retry_timeouts):
+        began = run_code(runs / key)  # "" without a run.json
+        if began and began != now and not is_finished(runs / key, retry_timeouts):
             _set_aside(runs, key)
             stale.append(key)
     return stale
