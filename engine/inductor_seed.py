@@ -365,9 +365,9 @@ def capture(
             src = src() if callable(src) else src
             phs.append({"name": node.name, "source": src, **placeholder_kind(src, fparams, self_name)})
         graphs.append(phs)
-        # without max-autotune, Inductor's compile is work on the CPU alone: the GPU share is given up meanwhile
-        # (a timing of another worker need not wait for it); autotuning benchmarks on the GPU as it compiles
-        with gpu_share.released() if not patches.get("max_autotune") else contextlib.nullcontext():
+        # Inductor's compile is work on the CPU, but for max-autotune's benchmarks, which hold the GPU alone
+        # (gpu_share.tune_alone): the share is given up meanwhile, so a timing of another worker need not wait
+        with gpu_share.released():
             return compile_fx(gm, example_inputs)
 
     torch._dynamo.reset()
@@ -419,8 +419,6 @@ def capture(
 
 def _sdpa_math(on: bool) -> Any:
     """Context restricting scaled_dot_product_attention to its math decomposition when ``on``."""
-    import contextlib
-
     if not on:
         return contextlib.nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -488,6 +486,7 @@ def build(req: dict[str, Any]) -> dict[str, Any]:
     task_path, variant = req["task_path"], req.get("variant", "default")
     seed = int(req.get("seed", 42))
     try:
+        gpu_share.tune_alone()
         with gpu_share.hold(bool(req.get("gpu_alone"))):  # no-op unless shared: then timings wait for it
             return _capture_and_check(req, task_path, variant, seed)
     except SeedError as e:

@@ -10,7 +10,10 @@ Writers go first: a timing that waits closes a turnstile that new shared holders
 waits only for the shared holders already in, never behind a stream of new ones. A process that
 holds the lock shared and starts a timing gives its share up first (no deadlock between two such
 processes) and takes it back afterwards. Work on the CPU alone inside a shared hold (a compile) runs
-under :func:`released`, which gives the share up meanwhile, so a timing need not wait for it.
+under :func:`released`, which gives the share up meanwhile, so a timing need not wait for it. An
+autotuner's benchmarks inside such a compile (Inductor's max-autotune, a Triton ``@autotune`` at a
+kernel's first call) each take the GPU exclusive for themselves (:func:`tune_alone`): their choice is
+made on an idle GPU, and a long autotuning compile never keeps the other workers' timings waiting.
 
 Waiting is not the task's own time: with ``KERNELSKILL_GPU_WAIT_LOG`` set (a file per task launch, by
 the eval), every wait is appended there, and the launch's deadline and hard limit are extended by the
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import sys
 import time
@@ -32,7 +36,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 ENV = "KERNELSKILL_GPU_SHARE"
 WAIT_LOG_ENV = "KERNELSKILL_GPU_WAIT_LOG"
@@ -188,6 +192,41 @@ def released() -> Iterator[None]:
     finally:
         _enter_shared(h)
         h.shared = depth
+
+
+_TUNING_ALONE: list[bool] = []  # set once the benchmark functions are wrapped in this process
+
+
+def tune_alone() -> None:
+    """Make every autotuning benchmark of this process hold the GPU exclusive (once; a no-op unless shared).
+
+    Wraps Inductor's benchmarker (``benchmark_gpu``: max-autotune's template choices, the pointwise and
+    reduction configs tuned at a kernel's first run, coordinate descent) and ``triton.testing.do_bench``
+    (``@triton.autotune``). A benchmark run beside other workers' kernels picks a config by noise; held
+    alone, it waits its turn among the timings instead. The compile around it can then run under
+    :func:`released`, its GPU work being those benchmarks (and their inputs' fills, which run unheld).
+    """
+    if _TUNING_ALONE or not active():
+        return
+    _TUNING_ALONE.append(True)
+
+    def alone(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with exclusive():
+                return fn(*args, **kwargs)
+
+        return run
+
+    with contextlib.suppress(ImportError):
+        import triton.testing
+
+        triton.testing.do_bench = alone(triton.testing.do_bench)
+    with contextlib.suppress(ImportError, AttributeError):
+        from torch._inductor.runtime.benchmarking import benchmarker
+
+        # the instance every Inductor module calls: an attribute of its own shadows the method
+        benchmarker.benchmark_gpu = alone(benchmarker.benchmark_gpu)  # type: ignore[method-assign]
 
 
 def hold(alone: bool) -> contextlib.AbstractContextManager[None]:

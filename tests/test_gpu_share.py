@@ -301,7 +301,8 @@ def test_the_compile_baseline_is_torch_compiles_own_program(monkeypatch, tmp_pat
     assert released == [1] and len(got) == 1 and same(got) == same(want) and torch.equal(got_out, want_out)
 
 
-def test_a_seed_capture_compiles_with_its_share_given_up(monkeypatch, tmp_path):
+@pytest.mark.parametrize("variant", ["default", "triton"])  # the second autotunes (max-autotune)
+def test_a_seed_capture_compiles_with_its_share_given_up(monkeypatch, tmp_path, variant):
     from kernelskill.engine import inductor_seed
 
     task = tmp_path / "t.py"
@@ -320,6 +321,38 @@ def test_a_seed_capture_compiles_with_its_share_given_up(monkeypatch, tmp_path):
     monkeypatch.setattr(gpu_share, "released", counting)
     monkeypatch.setenv(gpu_share.ENV, str(tmp_path / "locks"))
     with gpu_share.shared():
-        inductor_seed.capture(str(task), "default", device="cpu")
+        inductor_seed.capture(str(task), variant, device="cpu")
         assert gpu_share._holder().shared == 1  # the share is back for the first run and the self-check
     assert released == [1]
+
+
+def test_autotuning_benchmarks_hold_the_gpu_alone(monkeypatch, tmp_path):
+    """tune_alone wraps Triton's do_bench and Inductor's benchmarker: each benchmark holds the GPU exclusive,
+    from inside a compile that gave its share up and from inside a shared hold alike; once per process."""
+    import triton.testing
+    from torch._inductor.runtime.benchmarking import benchmarker
+
+    seen = []
+
+    def bench(*args, **kwargs):
+        h = gpu_share._holder()
+        seen.append((h.exclusive, h.shared))
+        return 1.0
+
+    monkeypatch.setattr(gpu_share, "_TUNING_ALONE", [])
+    monkeypatch.setattr(triton.testing, "do_bench", bench)
+    monkeypatch.setattr(benchmarker, "benchmark_gpu", bench, raising=False)
+    monkeypatch.delenv(gpu_share.ENV, raising=False)
+    gpu_share.tune_alone()  # not shared: nothing wrapped
+    assert triton.testing.do_bench is bench and gpu_share._TUNING_ALONE == []
+    monkeypatch.setenv(gpu_share.ENV, str(tmp_path / "locks"))
+    gpu_share.tune_alone()
+    gpu_share.tune_alone()  # once: not wrapped twice
+    with gpu_share.shared():
+        with gpu_share.released():
+            triton.testing.do_bench(lambda: None)
+            benchmarker.benchmark_gpu(lambda: None)
+        benchmarker.benchmark_gpu(lambda: None)
+        assert gpu_share._holder().shared == 1  # the share is back after a benchmark
+    assert seen == [(1, 0), (1, 0), (1, 1)]  # in the last, the share is given up for the exclusive hold
+    assert triton.testing.do_bench.__wrapped__ is bench
