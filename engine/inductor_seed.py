@@ -486,7 +486,7 @@ def build(req: dict[str, Any]) -> dict[str, Any]:
     task_path, variant = req["task_path"], req.get("variant", "default")
     seed = int(req.get("seed", 42))
     try:
-        gpu_share.tune_alone()
+        gpu_share.tune_alone(inductor=True)
         with gpu_share.hold(bool(req.get("gpu_alone"))):  # no-op unless shared: then timings wait for it
             return _capture_and_check(req, task_path, variant, seed)
     except SeedError as e:

@@ -11,8 +11,8 @@ waits only for the shared holders already in, never behind a stream of new ones.
 holds the lock shared and starts a timing gives its share up first (no deadlock between two such
 processes) and takes it back afterwards. Work on the CPU alone inside a shared hold (a compile) runs
 under :func:`released`, which gives the share up meanwhile, so a timing need not wait for it. An
-autotuner's benchmarks inside such a compile (Inductor's max-autotune, a Triton ``@autotune`` at a
-kernel's first call) each take the GPU exclusive for themselves (:func:`tune_alone`): their choice is
+autotuner's benchmarks inside such a compile (Inductor's max-autotune, a kernel's configs tuned at its
+first call) take the GPU exclusive, one turn per tuned kernel (:func:`tune_alone`): their choice is
 made on an idle GPU, and a long autotuning compile never keeps the other workers' timings waiting.
 
 Waiting is not the task's own time: with ``KERNELSKILL_GPU_WAIT_LOG`` set (a file per task launch, by
@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import importlib
 import os
 import sys
 import time
@@ -194,21 +195,33 @@ def released() -> Iterator[None]:
         h.shared = depth
 
 
-_TUNING_ALONE: list[bool] = []  # set once the benchmark functions are wrapped in this process
+_TUNED_ALONE: set[str] = set()  # the functions of this process already wrapped by tune_alone
+# Inductor's autotuning loops, each held alone as a whole (one turn for all the configs or templates of one
+# kernel, not one per config): (module, class, method)
+_TUNING_LOOPS = (
+    ("torch._inductor.select_algorithm", "AlgorithmSelectorCache", "benchmark_in_current_process"),  # max-autotune
+    ("torch._inductor.runtime.triton_heuristics", "CachingAutotuner", "benchmark_all_configs"),  # at a first run
+    ("torch._inductor.runtime.triton_heuristics", "CachingAutotuner", "coordinate_descent_tuning"),
+)
+_BENCHMARKER = "torch._inductor.runtime.benchmarking"
 
 
-def tune_alone() -> None:
-    """Make every autotuning benchmark of this process hold the GPU exclusive (once; a no-op unless shared).
+def tune_alone(inductor: bool = False) -> None:
+    """Make every autotuning benchmark of this process hold the GPU exclusive (a no-op unless shared).
 
-    Wraps Inductor's benchmarker (``benchmark_gpu``: max-autotune's template choices, the pointwise and
-    reduction configs tuned at a kernel's first run, coordinate descent) and ``triton.testing.do_bench``
-    (``@triton.autotune``). A benchmark run beside other workers' kernels picks a config by noise; held
-    alone, it waits its turn among the timings instead. The compile around it can then run under
-    :func:`released`, its GPU work being those benchmarks (and their inputs' fills, which run unheld).
+    A benchmark run beside other workers' kernels picks a config by noise; held alone, it waits its turn
+    among the timings instead. Inductor's tuning loops (:data:`_TUNING_LOOPS`: max-autotune's template
+    choices for one GEMM or convolution, the configs of one kernel tuned at its first run, coordinate
+    descent) each take one turn for the whole loop, with its inputs' fills; every other benchmark
+    (Inductor's ``benchmark_gpu``, ``triton.testing.do_bench`` under ``@triton.autotune``) takes one of its
+    own. The compile around them can then run under :func:`released`.
+
+    Inductor's modules are wrapped when already imported (a candidate that is Inductor's output imports
+    them), or imported first with ``inductor`` (before a compile: it imports them as it goes, and tunes at
+    once). Each function is wrapped once; call again after an import to cover what it brought.
     """
-    if _TUNING_ALONE or not active():
+    if not active():
         return
-    _TUNING_ALONE.append(True)
 
     def alone(fn: Any) -> Any:
         @functools.wraps(fn)
@@ -218,15 +231,31 @@ def tune_alone() -> None:
 
         return run
 
-    with contextlib.suppress(ImportError):
-        import triton.testing
+    def loaded(module: str) -> Any:
+        if inductor:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(module)
+        return sys.modules.get(module)
 
-        triton.testing.do_bench = alone(triton.testing.do_bench)
-    with contextlib.suppress(ImportError, AttributeError):
-        from torch._inductor.runtime.benchmarking import benchmarker
+    for module, cls_name, name in _TUNING_LOOPS:
+        key = f"{module}.{cls_name}.{name}"
+        cls = getattr(loaded(module), cls_name, None)
+        raw = cls.__dict__.get(name) if isinstance(cls, type) else None
+        if key in _TUNED_ALONE or raw is None:  # another torch version: the catch-alls below still hold
+            continue
+        setattr(cls, name, classmethod(alone(raw.__func__)) if isinstance(raw, classmethod) else alone(raw))
+        _TUNED_ALONE.add(key)
+    if "triton.testing.do_bench" not in _TUNED_ALONE:
+        with contextlib.suppress(ImportError):
+            import triton.testing
 
+            triton.testing.do_bench = alone(triton.testing.do_bench)
+            _TUNED_ALONE.add("triton.testing.do_bench")
+    benchmarker = getattr(loaded(_BENCHMARKER), "benchmarker", None)
+    if benchmarker is not None and "benchmarker.benchmark_gpu" not in _TUNED_ALONE:
         # the instance every Inductor module calls: an attribute of its own shadows the method
-        benchmarker.benchmark_gpu = alone(benchmarker.benchmark_gpu)  # type: ignore[method-assign]
+        benchmarker.benchmark_gpu = alone(benchmarker.benchmark_gpu)
+        _TUNED_ALONE.add("benchmarker.benchmark_gpu")
 
 
 def hold(alone: bool) -> contextlib.AbstractContextManager[None]:

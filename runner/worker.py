@@ -334,7 +334,7 @@ def _setup(ev: Evaluation) -> None:
     ev.use_cuda = want != "cpu" and torch.cuda.is_available()
     if ev.use_cuda:
         os.environ.pop("TRITON_INTERPRET", None)  # inherited from a CPU pytest run: kernels must compile
-        gpu_share.tune_alone()  # a candidate's autotuning at its first call: on a GPU held alone
+        gpu_share.tune_alone()  # a candidate's autotuning at its first call: on a GPU held alone (and below)
     else:
         os.environ["TRITON_INTERPRET"] = "1"
     ev.device = "cuda" if ev.use_cuda else "cpu"
@@ -377,6 +377,7 @@ def _load(ev: Evaluation) -> ReviewResult | None:
     except BaseException as e:  # noqa: BLE001 - SyntaxError, NameError, SystemExit...
         return ev.fail("compile_error", e)
     ev.integrity.verify("while it was imported")
+    gpu_share.tune_alone()  # what Inductor modules the candidate imported
     if not hasattr(ev.module, "ModelNew"):
         return failure("compile_error", "candidate defines no class ModelNew", "", ev.cid, **ev.common)
     ev.phase("load")
@@ -926,6 +927,8 @@ def compile_default(model: Any) -> Any:
     its kernels there) happens after, under the share again.
     """
     import torch
+
+    gpu_share.tune_alone(inductor=True)
 
     class _CompilingAlone(torch._TorchCompileInductorWrapper):
         def __call__(self, model_: Any, inputs_: Any, **kwargs: Any) -> Any:

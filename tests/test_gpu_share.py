@@ -327,32 +327,54 @@ def test_a_seed_capture_compiles_with_its_share_given_up(monkeypatch, tmp_path, 
 
 
 def test_autotuning_benchmarks_hold_the_gpu_alone(monkeypatch, tmp_path):
-    """tune_alone wraps Triton's do_bench and Inductor's benchmarker: each benchmark holds the GPU exclusive,
-    from inside a compile that gave its share up and from inside a shared hold alike; once per process."""
+    """tune_alone wraps a tuning loop (one exclusive turn for all its configs) and each lone benchmark: inside a
+    compile that gave its share up and inside a shared hold alike; a module is wrapped once it is imported."""
+    import sys
+    import types
+
     import triton.testing
-    from torch._inductor.runtime.benchmarking import benchmarker
 
     seen = []
 
-    def bench(*args, **kwargs):
+    def state(what):
         h = gpu_share._holder()
-        seen.append((h.exclusive, h.shared))
+        seen.append((what, h.exclusive, h.shared))
         return 1.0
 
-    monkeypatch.setattr(gpu_share, "_TUNING_ALONE", [])
-    monkeypatch.setattr(triton.testing, "do_bench", bench)
-    monkeypatch.setattr(benchmarker, "benchmark_gpu", bench, raising=False)
+    class Selector:  # stands for Inductor's AlgorithmSelectorCache / CachingAutotuner
+        @classmethod
+        def loop(cls, configs):
+            return [cls.__name__] + [bench.benchmark_gpu(c) for c in configs]
+
+        def tune(self):
+            return state("tune")
+
+    bench = types.SimpleNamespace(benchmark_gpu=lambda c: state(f"bench {c}"))
+    inductor = types.ModuleType("fake_inductor")
+    inductor.Selector = Selector
+    monkeypatch.setattr(gpu_share, "_TUNED_ALONE", set())
+    monkeypatch.setattr(
+        gpu_share, "_TUNING_LOOPS", (("fake_inductor", "Selector", "loop"), ("fake_inductor", "Selector", "tune"))
+    )
+    monkeypatch.setattr(gpu_share, "_BENCHMARKER", "fake_inductor")
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn: state("do_bench"))
     monkeypatch.delenv(gpu_share.ENV, raising=False)
     gpu_share.tune_alone()  # not shared: nothing wrapped
-    assert triton.testing.do_bench is bench and gpu_share._TUNING_ALONE == []
+    assert gpu_share._TUNED_ALONE == set()
     monkeypatch.setenv(gpu_share.ENV, str(tmp_path / "locks"))
+    gpu_share.tune_alone()  # Inductor not imported yet: Triton's do_bench only
+    assert gpu_share._TUNED_ALONE == {"triton.testing.do_bench"}
+    monkeypatch.setitem(sys.modules, "fake_inductor", inductor)
+    inductor.benchmarker = bench
     gpu_share.tune_alone()
     gpu_share.tune_alone()  # once: not wrapped twice
     with gpu_share.shared():
         with gpu_share.released():
             triton.testing.do_bench(lambda: None)
-            benchmarker.benchmark_gpu(lambda: None)
-        benchmarker.benchmark_gpu(lambda: None)
+            assert Selector.loop([1, 2]) == ["Selector", 1.0, 1.0]  # still a classmethod
+        Selector().tune()
+        bench.benchmark_gpu(3)
         assert gpu_share._holder().shared == 1  # the share is back after a benchmark
-    assert seen == [(1, 0), (1, 0), (1, 1)]  # in the last, the share is given up for the exclusive hold
-    assert triton.testing.do_bench.__wrapped__ is bench
+    # one exclusive turn for the loop (its benchmarks nest in it); in a shared hold the share is given up for it
+    assert seen == [("do_bench", 1, 0), ("bench 1", 2, 0), ("bench 2", 2, 0), ("tune", 1, 1), ("bench 3", 1, 1)]
+    assert triton.testing.do_bench.__wrapped__ is not None
