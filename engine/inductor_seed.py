@@ -365,8 +365,8 @@ def capture(
             src = src() if callable(src) else src
             phs.append({"name": node.name, "source": src, **placeholder_kind(src, fparams, self_name)})
         graphs.append(phs)
-        # Inductor's compile is work on the CPU, but for max-autotune's benchmarks, which hold the GPU alone
-        # (gpu_share.tune_alone): the share is given up meanwhile, so a timing of another worker need not wait
+        # Inductor's compile is work on the CPU, but for max-autotune's benchmarks, which take the GPU alone
+        # (gpu_share.tuning): the share is given up meanwhile, so a timing of another worker need not wait
         with gpu_share.released():
             return compile_fx(gm, example_inputs)
 

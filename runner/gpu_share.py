@@ -10,10 +10,10 @@ Writers go first: a timing that waits closes a turnstile that new shared holders
 waits only for the shared holders already in, never behind a stream of new ones. A process that
 holds the lock shared and starts a timing gives its share up first (no deadlock between two such
 processes) and takes it back afterwards. Work on the CPU alone inside a shared hold (a compile) runs
-under :func:`released`, which gives the share up meanwhile, so a timing need not wait for it. An
-autotuner's benchmarks inside such a compile (Inductor's max-autotune, a kernel's configs tuned at its
-first call) take the GPU exclusive, one turn per tuned kernel (:func:`tune_alone`): their choice is
-made on an idle GPU, and a long autotuning compile never keeps the other workers' timings waiting.
+under :func:`released`, which gives the share up meanwhile, so a timing need not wait for it. The
+autotuning benchmarks inside such a compile (Inductor's max-autotune) take the GPU exclusive, one turn
+per tuned kernel (:func:`tune_alone`, :func:`tuning`): their choice is made on an idle GPU, and a long
+autotuning compile never keeps the other workers' timings waiting.
 
 Waiting is not the task's own time: with ``KERNELSKILL_GPU_WAIT_LOG`` set (a file per task launch, by
 the eval), every wait is appended there, and the launch's deadline and hard limit are extended by the
@@ -196,8 +196,8 @@ def released() -> Iterator[None]:
 
 
 _TUNED_ALONE: set[str] = set()  # the functions of this process already wrapped by tune_alone
-# Inductor's autotuning loops, each held alone as a whole (one turn for all the configs or templates of one
-# kernel, not one per config): (module, class, method)
+# Inductor's autotuning loops, each one turn as a whole (all the configs or templates of one kernel, not one turn
+# per config): (module, class, method)
 _TUNING_LOOPS = (
     ("torch._inductor.select_algorithm", "AlgorithmSelectorCache", "benchmark_in_current_process"),  # max-autotune
     ("torch._inductor.runtime.triton_heuristics", "CachingAutotuner", "benchmark_all_configs"),  # at a first run
@@ -206,15 +206,31 @@ _TUNING_LOOPS = (
 _BENCHMARKER = "torch._inductor.runtime.benchmarking"
 
 
-def tune_alone(inductor: bool = False) -> None:
-    """Make every autotuning benchmark of this process hold the GPU exclusive (a no-op unless shared).
+@contextmanager
+def tuning() -> Iterator[None]:
+    """The hold of an autotuning benchmark: the GPU alone where this process holds nothing, else the hold it has.
 
-    A benchmark run beside other workers' kernels picks a config by noise; held alone, it waits its turn
-    among the timings instead. Inductor's tuning loops (:data:`_TUNING_LOOPS`: max-autotune's template
-    choices for one GEMM or convolution, the configs of one kernel tuned at its first run, coordinate
-    descent) each take one turn for the whole loop, with its inputs' fills; every other benchmark
-    (Inductor's ``benchmark_gpu``, ``triton.testing.do_bench`` under ``@triton.autotune``) takes one of its
-    own. The compile around them can then run under :func:`released`.
+    Inside a compile that gave its share up (:func:`released`: Inductor's max-autotune benchmarks as it
+    compiles), the benchmark takes the GPU exclusive: its choice is made on an idle GPU, and the compile
+    around it keeps no other worker's timing waiting. Inside a hold (a kernel's configs tuned at its first
+    run, in a shared correctness check or a timing's first call), it runs there: a turn of its own per
+    tuned kernel would cost a network with hundreds of kernels as many waits for the GPU.
+    """
+    h = _holder()
+    if h is None or h.shared or h.exclusive:
+        yield
+        return
+    with exclusive():
+        yield
+
+
+def tune_alone(inductor: bool = False) -> None:
+    """Make every autotuning benchmark of this process run under :func:`tuning` (a no-op unless shared).
+
+    Inductor's tuning loops (:data:`_TUNING_LOOPS`: max-autotune's template choices for one GEMM or
+    convolution, the configs of one kernel tuned at its first run, coordinate descent) take one turn for the
+    whole loop, with its inputs' fills; every other benchmark (Inductor's ``benchmark_gpu``,
+    ``triton.testing.do_bench`` under ``@triton.autotune``) one of its own.
 
     Inductor's modules are wrapped when already imported (a candidate that is Inductor's output imports
     them), or imported first with ``inductor`` (before a compile: it imports them as it goes, and tunes at
@@ -226,7 +242,7 @@ def tune_alone(inductor: bool = False) -> None:
     def alone(fn: Any) -> Any:
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> Any:
-            with exclusive():
+            with tuning():
                 return fn(*args, **kwargs)
 
         return run

@@ -334,7 +334,7 @@ def _setup(ev: Evaluation) -> None:
     ev.use_cuda = want != "cpu" and torch.cuda.is_available()
     if ev.use_cuda:
         os.environ.pop("TRITON_INTERPRET", None)  # inherited from a CPU pytest run: kernels must compile
-        gpu_share.tune_alone()  # a candidate's autotuning at its first call: on a GPU held alone (and below)
+        gpu_share.tune_alone()  # autotuning outside any hold takes the GPU alone (and below)
     else:
         os.environ["TRITON_INTERPRET"] = "1"
     ev.device = "cuda" if ev.use_cuda else "cpu"
