@@ -334,7 +334,6 @@ def _setup(ev: Evaluation) -> None:
     ev.use_cuda = want != "cpu" and torch.cuda.is_available()
     if ev.use_cuda:
         os.environ.pop("TRITON_INTERPRET", None)  # inherited from a CPU pytest run: kernels must compile
-        gpu_share.tune_alone()  # autotuning outside any hold takes the GPU alone (and below)
     else:
         os.environ["TRITON_INTERPRET"] = "1"
     ev.device = "cuda" if ev.use_cuda else "cpu"
@@ -377,7 +376,7 @@ def _load(ev: Evaluation) -> ReviewResult | None:
     except BaseException as e:  # noqa: BLE001 - SyntaxError, NameError, SystemExit...
         return ev.fail("compile_error", e)
     ev.integrity.verify("while it was imported")
-    gpu_share.tune_alone()  # what Inductor modules the candidate imported
+    gpu_share.tune_alone()  # before the candidate's first call tunes: Triton's and the Inductor modules it imported
     if not hasattr(ev.module, "ModelNew"):
         return failure("compile_error", "candidate defines no class ModelNew", "", ev.cid, **ev.common)
     ev.phase("load")
