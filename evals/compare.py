@@ -23,6 +23,8 @@ AGGREGATES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("speedup_vs_eager_arith", ("speedup_vs_eager", "arith_mean")),
     ("speedup_vs_eager_geo", ("speedup_vs_eager", "geo_mean")),
     ("speedup_vs_compile_geo", ("speedup_vs_compile", "geo_mean")),
+    ("speedup_vs_compile_gpu_bound_geo", ("speedup_vs_compile_gpu_bound", "geo_mean")),
+    ("host_bound", ("host_bound",)),
     ("speedup_per_round_arith", ("speedup_per_round", "arith_mean")),
     ("speedup_per_round_geo", ("speedup_per_round", "geo_mean")),
     ("sol_pct_median", ("sol_pct_median",)),

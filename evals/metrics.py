@@ -20,6 +20,11 @@ produced a report, timed out, or failed with an error):
 - **speedup per round** (the efficiency figure of memory-ablation studies): per task, the final
   speedup vs eager divided by the rounds the task used (its trajectory entries, the seed round
   included, so at least 1); arithmetic and geometric mean over the same tasks as the mean speedups.
+- **host-bound**: a GPU-timed task whose candidate, eager or torch.compile timing has the host's median
+  time to queue one call at :data:`HOST_BOUND` or more of the timed one (``host_ms``, recorded by
+  ``runner.timing.time_adaptive``). Its timings measure the CPU as much as the GPU and move with the
+  machine's load (on a GPU shared by eval workers, the other workers' compiles); the speedup means are
+  also given over the other timed tasks (``*_gpu_bound``).
 - **tokens** and **cost**: summed over the tasks' reports; cost needs a price per 1M input and
   output tokens, otherwise it is None ("unknown").
 """
@@ -40,6 +45,7 @@ GPU_TIMING = "cuda_events"
 NOT_CUSTOM_LABELS = frozenset({"torch_main_work", "library_main_work"})
 FAST_P = (0.0, 1.0, 2.0)
 STATUSES = ("success", "correct_not_custom", "failed", "error", "timeout", "pending")
+HOST_BOUND = 0.8  # host_ms / median_ms at or above which a timing is host-bound
 NO_GPU_NOTE = "no GPU timings in this run: speedup metrics are not reported (interpreter timings are never speedups)"
 
 
@@ -57,6 +63,19 @@ def gpu_value(review: dict[str, Any], key: str) -> float | None:
     if isinstance(value, int | float) and math.isfinite(value) and value > 0:
         return float(value)
     return None
+
+
+def host_bound(review: dict[str, Any]) -> bool | None:
+    """True when a timing of the review (candidate, eager, torch.compile) is host-bound; None without GPU timings."""
+    if review.get("timing_kind") != GPU_TIMING:
+        return None
+    timing = review.get("timing") or {}
+    fractions = [
+        t["host_ms"] / t["median_ms"]
+        for t in (timing.get(k) for k in ("candidate", "eager", "compile"))
+        if isinstance(t, dict) and t.get("host_ms") and t.get("median_ms")
+    ]
+    return any(f >= HOST_BOUND for f in fractions)
 
 
 def round_curve(trajectory: list[dict[str, Any]]) -> list[float | None]:
@@ -89,6 +108,7 @@ def task_row(spec: TaskSpec, run_dir: Path) -> dict[str, Any]:
         "custom_kernel": None,
         "labels": [],
         "timing_kind": None,
+        "host_bound": None,
         "runtime_ms": None,
         "eager_ms": None,
         "speedup_vs_eager": None,
@@ -125,6 +145,7 @@ def task_row(spec: TaskSpec, run_dir: Path) -> dict[str, Any]:
             custom_kernel=is_custom(review) if correct else None,
             labels=list(review.get("labels") or []),
             timing_kind=review.get("timing_kind"),
+            host_bound=host_bound(review),
             runtime_ms=review.get("runtime_ms"),
             eager_ms=review.get("eager_ms"),
             speedup_vs_eager=speedup,
@@ -224,6 +245,13 @@ def summarize(
             f"{repaired} success(es) had a round that passed only after a repair (a model's, or offline the "
             "compensated_dot rewrite: Kahan sum over a tl.dot loop's K blocks)"
         )
+    gpu_bound = [r for r in timed if not r.get("host_bound")]
+    if len(gpu_bound) < len(timed):
+        notes.append(
+            f"{len(timed) - len(gpu_bound)} timed task(s) are host-bound (the host queues one call in at least "
+            f"{HOST_BOUND:.0%} of its timed time): their speedups move with the machine's CPU load; "
+            f"the means over the other {len(gpu_bound)} are given apart"
+        )
     if count["timeout"] or count["error"]:
         notes.append("tokens and cost count only tasks that wrote a report (timeouts and errors are not included)")
     if cost_usd(tokens_in, tokens_out, prices) is None:
@@ -244,6 +272,11 @@ def summarize(
             r["speedup_vs_compile_tf32"] for r in timed if r.get("speedup_vs_compile_tf32")
         ),
         "speedup_per_round": means(r["speedup_per_round"] for r in timed if r.get("speedup_per_round")),
+        "host_bound": len(timed) - len(gpu_bound),
+        "speedup_vs_eager_gpu_bound": means(r["speedup_vs_eager"] for r in gpu_bound),
+        "speedup_vs_compile_gpu_bound": means(
+            r["speedup_vs_compile"] for r in gpu_bound if r["speedup_vs_compile"] is not None
+        ),
         "kernels": kernels,
         "sol_pct_median": statistics.median(sol) if sol else None,
         "sol_pct_n": len(sol),

@@ -143,6 +143,11 @@ def _speedup(m: dict[str, Any], key: str) -> str:
     return "-" if not s["n"] else f"{s['arith_mean']:.3f} / {s['geo_mean']:.3f} (n={s['n']})"
 
 
+def _geo(m: dict[str, Any], key: str) -> str:
+    s = m.get(key) or {}
+    return "-" if not s.get("n") else f"{s['geo_mean']:.3f} (n={s['n']})"
+
+
 def _metric_lines(m: dict[str, Any]) -> list[tuple[str, str]]:
     cost = "unknown" if m["cost_usd"] is None else f"${m['cost_usd']:.{2 if m['cost_usd'] >= 1 else 4}f}"
     sol = "-" if m["sol_pct_median"] is None else f"{m['sol_pct_median']:.1f} (n={m['sol_pct_n']})"
@@ -157,6 +162,11 @@ def _metric_lines(m: dict[str, Any]) -> list[tuple[str, str]]:
         ("speedup vs eager, arith / geo mean", _speedup(m, "speedup_vs_eager")),
         ("speedup vs torch.compile, arith / geo mean", _speedup(m, "speedup_vs_compile")),
         ("vs torch.compile with TF32 matmuls (context)", _speedup(m, "speedup_vs_compile_tf32")),
+        ("timed tasks that are host-bound", str(m.get("host_bound", 0))),
+        (
+            "vs eager / vs torch.compile, not host-bound, geo mean",
+            f"{_geo(m, 'speedup_vs_eager_gpu_bound')} / {_geo(m, 'speedup_vs_compile_gpu_bound')}",
+        ),
         ("speedup per round (final / rounds used), arith / geo mean", _speedup(m, "speedup_per_round")),
         ("median % of speed-of-light", sol),
         ("tokens in / out", f"{m['input_tokens']} / {m['output_tokens']}"),
@@ -189,6 +199,11 @@ def workers_line(launches: list[str], clusters: list[str | None] | None = None) 
         if text not in seen:
             seen.append(text)
     return "; then ".join(seen)
+
+
+def _timing_cell(row: dict[str, Any]) -> str:
+    kind = row["timing_kind"] or "-"
+    return f"{kind}, host-bound" if row.get("host_bound") else kind
 
 
 def summary_markdown(summary: dict[str, Any]) -> str:
@@ -256,7 +271,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         if r["labels"]:
             why = f"[{', '.join(r['labels'])}] {why}"
         lines.append(
-            f"| {r['task']} | {r['level']} | {r['status']} | {r['timing_kind'] or '-'} | {fmt(r['runtime_ms'], 4)} | "
+            f"| {r['task']} | {r['level']} | {r['status']} | {_timing_cell(r)} | {fmt(r['runtime_ms'], 4)} | "
             f"{fmt(r['speedup_vs_eager'])} | {fmt(r['speedup_vs_compile'])} | {fmt(r['sol_pct'], 1)} | {r['rounds']} | "
             f"{r['input_tokens']} / {r['output_tokens']} | {fmt(r['wall_s'], 1)} | {why} |"
         )

@@ -182,6 +182,45 @@ def test_interpreter_timings_are_never_speedups(tmp_path):
     assert m["cost_usd"] is None and any("cost unknown" in n for n in m["notes"])
 
 
+def test_host_bound_tasks_are_marked_and_their_means_given_apart(tmp_path):
+    def timed(speedup, compile_, host_fraction):
+        r = review(speedup=speedup, compile_=compile_)
+        r["timing"] = {
+            "candidate": {"median_ms": 1.0, "host_ms": 0.1},
+            "eager": {"median_ms": speedup, "host_ms": host_fraction * speedup},
+            "compile": {"median_ms": compile_, "host_ms": 0.1},
+        }
+        return r
+
+    out = fake_eval(
+        tmp_path,
+        {
+            "a": report(timed(2.0, 1.5, 0.2)),  # GPU-bound
+            "b": report(timed(4.0, 3.0, 0.95)),  # the eager baseline is host-bound
+            "c": report(review(speedup=1.0, compile_=1.0)),  # no host times recorded: not host-bound
+        },
+    )
+    s = build_summary(out)
+    m = s["overall"]
+    assert [r["host_bound"] for r in s["rows"]] == [False, True, False]
+    assert m["host_bound"] == 1
+    assert m["speedup_vs_compile"]["n"] == 3
+    assert m["speedup_vs_compile_gpu_bound"] == {
+        "n": 2,
+        "arith_mean": pytest.approx(1.25),
+        "geo_mean": pytest.approx(math.sqrt(1.5)),
+    }
+    assert m["speedup_vs_eager_gpu_bound"]["geo_mean"] == pytest.approx(math.sqrt(2.0))
+    assert any(n.startswith("1 timed task(s) are host-bound") for n in m["notes"])
+    from kernelskill.evals.report import summary_markdown
+
+    md = summary_markdown(s)
+    assert "| timed tasks that are host-bound | 1 |" in md
+    assert "cuda_events, host-bound" in md
+    clean = build_summary(fake_eval(tmp_path / "clean", {"a": report(timed(2.0, 1.5, 0.2))}))["overall"]
+    assert clean["host_bound"] == 0 and not any("host-bound" in n for n in clean["notes"])
+
+
 def test_round_curve_and_per_round_means():
     traj = [entry(0, 1.0), entry(1, 0.9, improved=False), entry(2, 2.0), entry(3, None, outcome="abandoned")]
     assert round_curve(traj) == [1.0, 1.0, 2.0, 2.0]
