@@ -13,6 +13,9 @@ Offline (no model, ``graph/modes.py``) only skills with a deterministic transfor
 prior alone (no embedding model is needed); a transform already tried on this task is not tried
 again. When the policy allows none of them, the remaining deterministic skills are tried anyway
 (offline exploration, named in the trace): each result is measured and kept only if it is faster.
+Under ``kernels = any`` a skill whose GPU-timed rounds under the same policy rule only lost (at least
+``retire_after`` of them, mean gain at most ``retire_gain``: ``policy.yaml``) is not spent again; the
+trace says so (with ``kernels = custom`` a slower custom candidate may still be the answer).
 
 With a model configured for the planner itself (``planner_model``, or a scripted / replayed
 planner), the model chooses among the ranked allowed skills (``nodes/model/planner_model.py``); otherwise
@@ -48,7 +51,7 @@ from kernelskill.skills_kb.index import open_index
 from kernelskill.skills_kb.library import default_library
 from kernelskill.skills_kb.outcomes import store_for
 from kernelskill.skills_kb.policy import Decision, card_applies, decide, load_policy
-from kernelskill.skills_kb.priors import load_priors
+from kernelskill.skills_kb.priors import load_priors, retired
 from kernelskill.skills_kb.ranking import Ranked, rank
 from kernelskill.skills_kb.situation import describe_situation
 
@@ -121,6 +124,25 @@ def planner(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if role_has_model(ctx, "planner"):
         update["plan"], update["tokens"] = model_plan(state, ctx, decision, ranked, plan)
     return update
+
+
+def _retired(store: Any, ctx: Context, decision: Decision, usable: dict[str, str]) -> dict[str, str]:
+    """Offline under ``kernels = any``: the usable skills whose rounds under this rule only lost (``{id: why}``).
+
+    The same transform in the same situation (policy rule) lost at least ``retire_after`` GPU-timed times
+    with a mean gain of at most ``retire_gain`` (``policy.yaml``, ranking): the round is not spent again.
+    Under ``kernels = custom`` a slower custom candidate can still be the answer, so nothing is retired.
+    """
+    if ctx.kernels != "any" or not usable or not decision.rule:
+        return {}
+    policy = load_policy()
+    by_rule = load_priors(store, rule=decision.rule)
+    out = {}
+    for sid in sorted(usable):
+        prior = by_rule.get(sid)
+        if retired(prior, policy.retire_after, policy.retire_gain):
+            out[sid] = prior.describe() if prior else "no GPU-timed tries"
+    return out
 
 
 def _used_transforms(state: State) -> set[str]:
@@ -219,7 +241,16 @@ def _offline_plan(
     allowed = [s for s in open_ids if s in usable]
     if skipped:
         trace.append("offline: not applicable: " + "; ".join(sorted(skipped)))
-    priors = load_priors(store_for(run_dir(ctx), ctx.postgres()))
+    store = store_for(run_dir(ctx), ctx.postgres())
+    retired_ids = _retired(store, ctx, decision, usable)
+    if retired_ids:
+        trace.append(
+            f"long-term memory: not spent again under rule {decision.rule}: "
+            + "; ".join(f"{k} ({v})" for k, v in retired_ids.items())
+        )
+        allowed = [s for s in allowed if s not in retired_ids]
+        usable = {k: v for k, v in usable.items() if k not in retired_ids}
+    priors = load_priors(store)
     if allowed:
         ranked = rank(decision, {}, priors, load_policy().prior_weight, set(decision.allowed) - set(allowed))
         top, why = ranked[0], f"offline: deterministic skill allowed by the policy; {_why(ranked[0])}"
@@ -235,7 +266,13 @@ def _offline_plan(
             "decision": decision.to_dict(),
             "plan": None,
             "stop_reason": f"offline: no deterministic skill left to apply (bottleneck {decision.bottleneck}): "
-            + ("; ".join(sorted(skipped)) or "none is defined"),
+            + (
+                "; ".join(
+                    sorted(skipped)
+                    + [f"{k} (only losses under rule {decision.rule}: {v})" for k, v in retired_ids.items()]
+                )
+                or "none is defined"
+            ),
         }
     trace.append(why)
     plan = Plan(

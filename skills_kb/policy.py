@@ -80,6 +80,8 @@ class Policy:
     rules: tuple[Rule, ...]  # sorted by priority
     table: dict[str, TableRow]
     prior_weight: float
+    retire_after: int = 4  # offline, kernels any: GPU-timed losses under one rule after which a skill is not spent
+    retire_gain: float = -0.2  # ... when its mean gain there is at most this
 
 
 @dataclass
@@ -232,11 +234,28 @@ def parse_policy(data: Any, path: str = "policy.yaml") -> Policy:
             raise PolicyError(f"{name}: table: unknown bottleneck class {cls!r}")
         row = row or {}
         table[cls] = TableRow(_groups(row.get("prefer"), f"{name}: table.{cls}"), tuple(row.get("forbid") or ()))
-    weight = float((data.get("ranking") or {}).get("prior_weight", 0.5))
+    ranking = data.get("ranking") or {}
+    weight = float(ranking.get("prior_weight", 0.5))
     if weight < 0:
         raise PolicyError(f"{name}: ranking.prior_weight must be >= 0")
+    retire_after = int(ranking.get("retire_after", 4))
+    if retire_after < 1:
+        raise PolicyError(f"{name}: ranking.retire_after must be >= 1")
+    retire_gain = float(ranking.get("retire_gain", -0.2))
     return Policy(
-        path, fallback, aliases, tuple(units), constants, derived, tier_by, tuple(tiers), tuple(rules), table, weight
+        path,
+        fallback,
+        aliases,
+        tuple(units),
+        constants,
+        derived,
+        tier_by,
+        tuple(tiers),
+        tuple(rules),
+        table,
+        weight,
+        retire_after,
+        retire_gain,
     )
 
 

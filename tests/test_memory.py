@@ -397,3 +397,49 @@ def test_an_eval_without_a_memory_setting_reads_as_full(tmp_path):
 
     summary = build_summary(fake_eval(tmp_path, {"a": report(review(), [entry(0, 2.0)])}))
     assert summary["memory"] == "full" and summary["rows"][0]["speedup_per_round"] == 2.0
+
+
+# --- long-term memory retires a transform that only lost in the same situation ---------------------
+
+
+def test_offline_a_skill_that_only_lost_under_the_rule_is_not_spent_again(tmp_path, monkeypatch):
+    from kernelskill.nodes.planner import planner
+    from kernelskill.skills_kb.outcomes import record_round
+    from kernelskill.skills_kb.policy import decide
+
+    store = tmp_path / "skill_outcomes.jsonl"
+    monkeypatch.setenv("KERNELSKILL_SKILL_OUTCOMES", str(store))
+    state = _offline_state(0)
+    rule = decide(state["features"], {}).rule
+    first = planner(state, Runtime(context=Context()))["plan"]["skill_id"]
+
+    def lose(i, rule_=rule, runtime_ms=2.0, improved=False):
+        before = {"status": "correct", "runtime_ms": 1.0, "timing_kind": "cuda_events", "speedup_vs_eager": 2.0}
+        after = before | {"runtime_ms": runtime_ms, "speedup_vs_eager": 2.0 / runtime_ms}
+        round_state = {
+            "task": {"name": f"t{i}", "path": "", "source": ""},
+            "round": 1,
+            "plan": {"skill_id": first, "title": "", "reason": "", "trace": []},
+            "best": {"candidate": {"id": "r0"}, "review": before},
+            "decision": {"bottleneck": "x", "rule": rule_},
+        }
+        assert record_round(tmp_path / f"run-{i}", round_state, after, improved=improved)
+
+    def plan(kernels="any"):
+        return planner(state, Runtime(context=Context(kernels=kernels)))
+
+    for i in range(3):
+        lose(i)
+    assert plan()["plan"]["skill_id"] == first  # three losses: not yet evidence enough
+    lose(3, rule_="another-rule")
+    assert plan()["plan"]["skill_id"] == first  # a loss in another situation does not count
+    lose(4)
+    out = plan()
+    assert out["plan"] is None or out["plan"]["skill_id"] != first
+    trace = "\n".join(out["plan"]["trace"]) if out["plan"] else out["stop_reason"]
+    assert f"{first} (0/4 wins, mean gain -50.0%)" in trace and f"rule {rule}" in trace
+    assert plan("custom")["plan"]["skill_id"] == first  # a slower custom kernel may still be the answer
+    no_lt = planner(state, Runtime(context=Context(memory="no-long-term")))
+    assert no_lt["plan"] is not None and no_lt["plan"]["source"] == "draw"  # no priors read at all
+    lose(5, runtime_ms=0.5, improved=True)  # one win under the rule: tried again
+    assert plan()["plan"]["skill_id"] == first
