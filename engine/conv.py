@@ -46,6 +46,8 @@ import torch
 import triton
 import triton.language as tl
 
+from . import conv_tune
+
 PRECISIONS = ("ieee", "tf32x3", "tf32", "tf32r")
 ACTIVATIONS = {None: 0, "relu": 1}  # fused after the bias, in registers
 
@@ -412,7 +414,8 @@ def conv(
     per-channel operands ``"E<i>"`` are ``vectors[i]``. A depthwise convolution (one input channel per
     group) runs :func:`ks_conv_depthwise`, every other one :func:`ks_conv_fwd` (``config``: its launch
     parameters instead of :func:`launch_config`'s; ``{"DIRECT": True}``: fp32 rank-1 updates over the
-    input as it is laid out, exact whatever ``precision``, for groups of few input channels).
+    input as it is laid out, exact whatever ``precision``, for groups of few input channels; without it,
+    on a GPU, the fastest of a few configurations for this convolution: :mod:`.conv_tune`).
     ``reduce="mean"``: the result's mean over all spatial positions, ``(batch, channels)``, reduced in
     the kernel (the convolution's output is never stored).
     """
@@ -447,6 +450,15 @@ def conv(
         out5 = torch.empty((n, out_g * groups, *space), dtype=x.dtype, device=x.device)
     k_taps = k[0] * k[1] * k[2]
     cfg = {**launch_config(c_g, out_g, k_taps), **(config or {})}
+    if config is None and not depthwise and conv_tune.enabled(x):  # the fastest of a few, per shape (conv_tune)
+        geometry = (stride, padding, dilation, groups, transposed, output_padding, activation)
+
+        def run(tuned: dict[str, Any], a: tuple[Any, ...]) -> torch.Tensor:
+            rx, rw, rb, rv = a
+            return conv(rx, rw, rb, stride, padding, dilation, groups, transposed, output_padding, precision,
+                        activation, None, epilogue, rv, tuned, reduce)  # fmt: skip
+
+        cfg = conv_tune.tuned(x, weight, bias, vectors, geometry, precision, epilogue, reduce, cfg, c_g, run)
     direct = bool(cfg.get("DIRECT")) and not depthwise
     cfg["FLAT_K"] = bool(cfg["FLAT_K"]) and not transposed and not direct
     rnd = fp32 and precision == "tf32r" and not depthwise and not direct

@@ -366,9 +366,10 @@ def capture(
             phs.append({"name": node.name, "source": src, **placeholder_kind(src, fparams, self_name)})
         graphs.append(phs)
         # Inductor's compile is work on the CPU, but for max-autotune's benchmarks, which take the GPU alone
-        # (gpu_share.tuning): the share is given up meanwhile, so a timing of another worker need not wait
+        # (gpu_share.tuning): the share is given up meanwhile, so a timing of another worker need not wait;
+        # the compiled program's run takes it back
         with gpu_share.released():
-            return compile_fx(gm, example_inputs)
+            return gpu_share.in_share(compile_fx(gm, example_inputs), f"seed-run:{variant}")
 
     torch._dynamo.reset()
     patches = variant_patches(variant, inductor_config)
@@ -381,7 +382,8 @@ def capture(
     ):
         fn = torch.compile(model, backend=backend, fullgraph=True, dynamic=False)
         try:
-            out, codes = run_and_get_code(fn, *inputs)
+            with gpu_share.released():  # TorchDynamo's trace too (fake tensors: the CPU alone)
+                out, codes = run_and_get_code(fn, *inputs)
         except SeedError:
             raise
         except Exception as e:
@@ -487,7 +489,9 @@ def build(req: dict[str, Any]) -> dict[str, Any]:
     seed = int(req.get("seed", 42))
     try:
         gpu_share.tune_alone(inductor=True)
-        with gpu_share.hold(bool(req.get("gpu_alone"))):  # no-op unless shared: then timings wait for it
+        with gpu_share.hold(
+            bool(req.get("gpu_alone")), f"seed:{variant}"
+        ):  # no-op unless shared: then timings wait for it
             return _capture_and_check(req, task_path, variant, seed)
     except SeedError as e:
         return {"ok": False, "error": str(e), "variant": variant}

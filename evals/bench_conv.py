@@ -12,7 +12,9 @@ Each row reports TFLOP/s, the percentage of the TF32 GEMM rate cuBLAS reaches on
 (``runner/roofline.py``), and our output's largest error against an fp64 run, next to cuDNN's.
 Results: ``bench_conv.jsonl`` (one line per convolution) and ``bench_conv.md`` (the table, with
 geometric means per task folder). A second run into the same ``--out`` keeps the rows measured in the
-same precision and ``--config`` and measures the rest.
+same precision, ``--config`` and tuning and measures the rest. Without ``--config`` our kernel runs the
+launch configuration it tunes per convolution (``engine/conv_tune.py``; each row records it;
+``KERNELSKILL_CONV_TUNE=0``: the default configuration).
 """
 
 from __future__ import annotations
@@ -125,6 +127,7 @@ def measure(rec: dict[str, Any], precision: str, config: dict[str, Any] | None =
     import torch
     import torch.nn.functional as F
 
+    from kernelskill.engine import conv_tune
     from kernelskill.engine.conv import conv
     from kernelskill.runner.roofline import ceilings
     from kernelskill.runner.timing import time_adaptive
@@ -161,7 +164,8 @@ def measure(rec: dict[str, Any], precision: str, config: dict[str, Any] | None =
     with torch.no_grad():
         ref = cudnn()
         exact = fn(x.double(), w.double(), b.double() if b is not None else None, **args)
-        got = ours()
+        got = ours()  # tunes its launch configuration first, without ``config`` (engine/conv_tune.py)
+        tuned = conv_tune.last_choice() if config is None and conv_tune.enabled(x) else None
         scale = exact.abs().max().item() or 1.0
         row: dict[str, Any] = {
             "out": list(ref.shape),
@@ -179,6 +183,8 @@ def measure(rec: dict[str, Any], precision: str, config: dict[str, Any] | None =
             row[f"{name}_pct_tf32_peak"] = 100.0 * row[f"{name}_tflops"] / peak
     row["vs_cudnn"] = times["cudnn"]["median_ms"] / times["ours"]["median_ms"]
     row["vs_compile"] = times["compile"]["median_ms"] / times["ours"]["median_ms"]
+    if tuned is not None:
+        row["tuned_config"] = tuned
     return row
 
 
@@ -209,12 +215,18 @@ def markdown(rows: list[dict[str, Any]], precision: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _measured(path: Path, precision: str, config: dict[str, Any]) -> list[dict[str, Any]]:
-    """Rows an earlier run wrote to ``path`` in ``precision`` and ``config``; rows that ended in an error are redone."""
+def _measured(path: Path, precision: str, config: dict[str, Any], tuned: bool = False) -> list[dict[str, Any]]:
+    """Rows an earlier run wrote to ``path`` in ``precision``, ``config`` and tuning; rows with an error are redone."""
     if not path.exists():
         return []
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    same = [r for r in rows if r.get("precision", "tf32r") == precision and r.get("config", {}) == config]
+    same = [
+        r
+        for r in rows
+        if r.get("precision", "tf32r") == precision
+        and r.get("config", {}) == config
+        and bool(r.get("tuned", False)) == tuned
+    ]
     return [r for r in same if "error" not in r]
 
 
@@ -222,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point (see the module docstring)."""
     import torch
 
+    from kernelskill.engine import conv_tune
     from kernelskill.evals.suite import TASKS_DIR
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -243,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "bench_conv.jsonl"
     config = json.loads(args.config)
-    done = _measured(path, args.precision, config)
+    tuning = not config and conv_tune.enabled("cuda")
+    done = _measured(path, args.precision, config, tuning)
     rows = []
     with open(path, "a") as log:
         for task, rec in found:
@@ -252,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(same[0])
                 continue
             row = {"task": task, **rec, "precision": args.precision, **({"config": config} if config else {})}
+            row["tuned"] = tuning
             if "error" not in rec:
                 try:
                     row |= measure(rec, args.precision, config or None)
@@ -261,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             log.write(json.dumps(row) + "\n")
             log.flush()
             print(task, rec.get("op"), row.get("vs_cudnn"), row.get("error", ""), flush=True)
-    label = args.precision + (f", {json.dumps(config)}" if config else "")
+    label = args.precision + (f", {json.dumps(config)}" if config else ", tuned per shape" if tuning else "")
     (args.out / "bench_conv.md").write_text(markdown(rows, label))
     print(f"table: {args.out / 'bench_conv.md'}")
     return 0

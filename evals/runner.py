@@ -101,12 +101,16 @@ Launch = Callable[[TaskJob], TaskExit]
 
 
 def _wait_log(job: TaskJob, env: dict[str, str]) -> str | None:
-    """On a shared GPU: a fresh file where this launch's processes log their waits (added to its limit)."""
+    """On a shared GPU: a fresh file where this launch's processes log their waits (added to its limit).
+
+    Their holds go to ``gpu-holds.txt`` beside it, across launches (:mod:`.gpu_share`'s hold log).
+    """
     if gpu_share.ENV not in job.env:
         return None
     path = (job.run_dir / "gpu-wait.txt").resolve()
     path.write_text("")
     env[gpu_share.WAIT_LOG_ENV] = str(path)
+    env[gpu_share.HOLD_LOG_ENV] = str((job.run_dir / "gpu-holds.txt").resolve())
     env[gpu_share.WAIT_MAX_ENV] = f"{job.timeout_s:g}"  # the limit at most doubles
     return str(path)
 

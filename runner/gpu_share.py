@@ -19,6 +19,12 @@ Waiting is not the task's own time: with ``KERNELSKILL_GPU_WAIT_LOG`` set (a fil
 the eval), every wait is appended there, and the launch's deadline and hard limit are extended by the
 sum (:func:`credited`; ``graph/deadline.py`` and the eval's launcher read it).
 
+With ``KERNELSKILL_GPU_HOLD_LOG`` set (the eval: ``gpu-holds.txt`` in each run directory), every hold
+is appended there when it ends: ``END_UNIX PID KIND HELD_S WAITED_S LABEL``. KIND is ``shared``,
+``exclusive`` or ``released`` (a shared hold given up meanwhile, for a compile); LABEL says what held it
+(``review``, ``seed:VARIANT``, ``timing``, ``ncu``, ``tuning:FUNCTION``, ``compile``). So a run shows who
+kept the GPU, and for how long.
+
 The lock files live in the directory named by ``KERNELSKILL_GPU_SHARE`` (one directory per physical
 GPU; the eval sets it only where workers share a GPU). Without it every function here is a no-op.
 The locks are ``flock`` locks: the kernel releases them when a process dies, a killed one too.
@@ -41,6 +47,7 @@ from typing import IO, Any
 
 ENV = "KERNELSKILL_GPU_SHARE"
 WAIT_LOG_ENV = "KERNELSKILL_GPU_WAIT_LOG"
+HOLD_LOG_ENV = "KERNELSKILL_GPU_HOLD_LOG"
 WAIT_MAX_ENV = "KERNELSKILL_GPU_WAIT_MAX"  # at most this much credit (seconds), the launch's own limit
 MIN_LOGGED_S = 0.01  # shorter waits are not worth a line
 
@@ -85,6 +92,15 @@ def _waited(h: _Holder, kind: str, seconds: float) -> None:
             f.write(f"{seconds:.3f}\n")
 
 
+def _held(kind: str, t_start: float, waited_s: float, label: str) -> None:
+    log = os.environ.get(HOLD_LOG_ENV, "").strip()
+    if not log:
+        return
+    end = time.perf_counter()
+    with contextlib.suppress(OSError), open(log, "a") as f:  # one short append per hold: whole lines
+        f.write(f"{time.time():.2f} {os.getpid()} {kind} {end - t_start:.3f} {waited_s:.3f} {label or '-'}\n")
+
+
 def credited(path: str | None = None, cap: float | None = None) -> float:
     """Seconds the processes of this launch have waited for the shared GPU, at most ``KERNELSKILL_GPU_WAIT_MAX``.
 
@@ -105,17 +121,22 @@ def credited(path: str | None = None, cap: float | None = None) -> float:
     return total if cap is None else min(total, cap)
 
 
-def _enter_shared(h: _Holder) -> None:
+def _enter_shared(h: _Holder) -> float:
     t0 = time.perf_counter()
     fcntl.flock(h.gate, fcntl.LOCK_EX)  # pass the turnstile: wait while a timing is queued
     fcntl.flock(h.gate, fcntl.LOCK_UN)
     fcntl.flock(h.data, fcntl.LOCK_SH)
-    _waited(h, "shared", time.perf_counter() - t0)
+    waited = time.perf_counter() - t0
+    _waited(h, "shared", waited)
+    return waited
 
 
 @contextmanager
-def shared() -> Iterator[None]:
-    """Hold the GPU shared: other processes' work may run beside this, but no timing of record."""
+def shared(label: str = "") -> Iterator[None]:
+    """Hold the GPU shared: other processes' work may run beside this, but no timing of record.
+
+    ``label``: what holds it, for the hold log (see the module doc).
+    """
     h = _holder()
     if h is None or h.shared or h.exclusive:
         if h is not None:
@@ -126,7 +147,8 @@ def shared() -> Iterator[None]:
             if h is not None:
                 h.shared -= 1
         return
-    _enter_shared(h)
+    waited = _enter_shared(h)
+    t_in = time.perf_counter()
     h.shared += 1
     try:
         yield
@@ -134,11 +156,15 @@ def shared() -> Iterator[None]:
         h.shared -= 1
         if not h.shared and not h.exclusive:
             fcntl.flock(h.data, fcntl.LOCK_UN)
+        _held("shared", t_in, waited, label)
 
 
 @contextmanager
-def exclusive() -> Iterator[None]:
-    """Hold the GPU alone (for a timing of record): waits for the shared holders already in."""
+def exclusive(label: str = "") -> Iterator[None]:
+    """Hold the GPU alone (for a timing of record): waits for the shared holders already in.
+
+    ``label``: what holds it, for the hold log (see the module doc).
+    """
     h = _holder()
     if h is None or h.exclusive:
         if h is not None:
@@ -158,13 +184,16 @@ def exclusive() -> Iterator[None]:
         fcntl.flock(h.data, fcntl.LOCK_EX)
     finally:
         fcntl.flock(h.gate, fcntl.LOCK_UN)
-    _waited(h, "exclusive", time.perf_counter() - t0)
+    waited = time.perf_counter() - t0
+    _waited(h, "exclusive", waited)
+    t_in = time.perf_counter()
     h.exclusive += 1
     try:
         yield
     finally:
         h.exclusive -= 1
         fcntl.flock(h.data, fcntl.LOCK_UN)
+        _held("exclusive", t_in, waited, label)
         if had_share:
             _enter_shared(h)
 
@@ -188,11 +217,35 @@ def released() -> Iterator[None]:
         torch.cuda.synchronize()
     depth, h.shared = h.shared, 0
     fcntl.flock(h.data, fcntl.LOCK_UN)
+    t_out = time.perf_counter()
     try:
         yield
     finally:
-        _enter_shared(h)
+        waited = _enter_shared(h)
         h.shared = depth
+        _held("released", t_out, waited, "compile")
+
+
+def in_share(fn: Any, label: str = "") -> Any:
+    """``fn`` run under :func:`shared`, its GPU work finished before the share is given up again.
+
+    For the program a compile returns when the whole first call (TorchDynamo's trace, the compile)
+    runs under :func:`released`: the trace and the compile keep no timing waiting, and the program's
+    run takes the share back for as long as it runs. Attributes of ``fn`` (e.g. ``_boxed_call``) are kept.
+    """
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with shared(label):
+            out = fn(*args, **kwargs)
+            h = _holder()
+            torch = sys.modules.get("torch")
+            if h is not None and h.shared == 1 and not h.exclusive and torch is not None:
+                if torch.cuda.is_initialized():
+                    torch.cuda.synchronize()  # the share is given up next: nothing of it may run on
+            return out
+
+    return run
 
 
 _TUNED_ALONE: set[str] = set()  # the functions of this process already wrapped by tune_alone
@@ -207,7 +260,7 @@ _BENCHMARKER = "torch._inductor.runtime.benchmarking"
 
 
 @contextmanager
-def tuning() -> Iterator[None]:
+def tuning(label: str = "tuning") -> Iterator[None]:
     """The hold of an autotuning benchmark: the GPU alone where this process holds nothing, else the hold it has.
 
     Inside a compile that gave its share up (:func:`released`: Inductor's max-autotune benchmarks as it
@@ -220,7 +273,7 @@ def tuning() -> Iterator[None]:
     if h is None or h.shared or h.exclusive:
         yield
         return
-    with exclusive():
+    with exclusive(label):
         yield
 
 
@@ -240,9 +293,12 @@ def tune_alone(inductor: bool = False) -> None:
         return
 
     def alone(fn: Any) -> Any:
+        name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or "benchmark"
+        label = f"tuning:{name.split('<locals>.')[-1]}"
+
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> Any:
-            with tuning():
+            with tuning(label):
                 return fn(*args, **kwargs)
 
         return run
@@ -274,9 +330,9 @@ def tune_alone(inductor: bool = False) -> None:
         _TUNED_ALONE.add("benchmarker.benchmark_gpu")
 
 
-def hold(alone: bool) -> contextlib.AbstractContextManager[None]:
+def hold(alone: bool, label: str = "") -> contextlib.AbstractContextManager[None]:
     """:func:`exclusive` for a process asked to run holding the GPU alone (``gpu_alone``), else :func:`shared`."""
-    return exclusive() if alone else shared()
+    return exclusive(label) if alone else shared(label)
 
 
 def waited() -> dict[str, float] | None:

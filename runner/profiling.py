@@ -236,7 +236,7 @@ def run_ncu(request: dict[str, Any], workdir: str, timeout_s: float = 240.0) -> 
     ]  # fmt: skip
     env = gpu_share.without_share(dict(os.environ))  # the child runs inside this process's hold
     try:
-        with gpu_share.exclusive():  # ncu replays kernels: nothing else on the GPU meanwhile
+        with gpu_share.exclusive("ncu"):  # ncu replays kernels: nothing else on the GPU meanwhile
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"ncu exceeded {timeout_s:g} s"}

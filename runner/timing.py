@@ -87,7 +87,7 @@ def time_cuda(fn: Callable[[], Any], trials: int = 50, warmup: int = 5, flush_by
     flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device="cuda")
     fn()  # a first call may compile: outside the exclusive hold
     torch.cuda.synchronize()
-    with gpu_share.exclusive():
+    with gpu_share.exclusive("timing"):
         for _ in range(warmup):
             fn()
         torch.cuda.synchronize()
@@ -135,7 +135,7 @@ def time_adaptive(
     flush = torch.empty((256 << 20) // 4, dtype=torch.int32, device="cuda")
     fn()
     torch.cuda.synchronize()
-    with gpu_share.exclusive():
+    with gpu_share.exclusive("timing"):
         t0 = time.perf_counter()
         calls = 0
         while calls < 2 or time.perf_counter() - t0 < warmup_s:

@@ -275,7 +275,7 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
         bad = _load(ev)
         if bad:
             return bad
-        with gpu_share.hold(bool(req.get("gpu_alone"))) if ev.use_cuda else contextlib.nullcontext():
+        with gpu_share.hold(bool(req.get("gpu_alone")), "review") if ev.use_cuda else contextlib.nullcontext():
             result = _on_device(ev)
     except TaskError as e:
         return failure("invalid_task", str(e), "", ev.cid, **ev.common)

@@ -101,5 +101,11 @@ def test_a_second_run_into_the_same_folder_measures_only_what_is_missing(tmp_pat
     assert bench_conv.main(args) == 0 and measured[2:] == ["conv_transpose1d"]  # the failed row only
     assert bench_conv.main([*args, "--precision", "ieee"]) == 0 and len(measured) == 5  # another precision: all
     assert bench_conv.main([*args, "--config", '{"DIRECT": true}']) == 0 and len(measured) == 7  # another config
+    from kernelskill.engine import conv_tune
+
+    monkeypatch.setattr(conv_tune, "enabled", lambda device: True)  # a GPU, tuning on: all again
+    assert bench_conv.main(args) == 0 and len(measured) == 9
+    assert bench_conv.main(args) == 0 and len(measured) == 9
+    assert '"tuned": true' in (tmp_path / "out" / "bench_conv.jsonl").read_text()
     table = (tmp_path / "out" / "bench_conv.md").read_text()
     assert table.count("| tasks/t |") == 2 and "out of memory" not in table

@@ -320,10 +320,15 @@ def test_a_seed_capture_compiles_with_its_share_given_up(monkeypatch, tmp_path, 
 
     monkeypatch.setattr(gpu_share, "released", counting)
     monkeypatch.setenv(gpu_share.ENV, str(tmp_path / "locks"))
+    monkeypatch.setenv(gpu_share.HOLD_LOG_ENV, str(tmp_path / "holds.txt"))
     with gpu_share.shared():
         inductor_seed.capture(str(task), variant, device="cpu")
-        assert gpu_share._holder().shared == 1  # the share is back for the first run and the self-check
-    assert released == [1]
+        assert gpu_share._holder().shared == 1  # the share is back for the self-check
+    # the first call (TorchDynamo's trace, the compile) given up, the compile inside it already so, and the
+    # compiled program's run in a share of its own
+    assert released == [1, 0]
+    holds = [line.split()[2::3] for line in (tmp_path / "holds.txt").read_text().splitlines()]
+    assert holds == [["shared", f"seed-run:{variant}"], ["released", "compile"], ["shared", "-"]]
 
 
 def test_autotuning_benchmarks_hold_the_gpu_alone(monkeypatch, tmp_path):
@@ -338,9 +343,9 @@ def test_autotuning_benchmarks_hold_the_gpu_alone(monkeypatch, tmp_path):
     seen, turns = [], []
     real_exclusive = gpu_share.exclusive
 
-    def counted():
-        turns.append(1)
-        return real_exclusive()
+    def counted(label=""):
+        turns.append(label)
+        return real_exclusive(label)
 
     def state(what):
         h = gpu_share._holder()
@@ -378,8 +383,36 @@ def test_autotuning_benchmarks_hold_the_gpu_alone(monkeypatch, tmp_path):
         with gpu_share.released():
             triton.testing.do_bench(lambda: None)
             assert Selector.loop([1, 2]) == ["Selector", 1.0, 1.0]  # still a classmethod
-        assert len(turns) == 2  # one for do_bench, one for the whole loop
+        assert turns == ["tuning:<lambda>", "tuning:Selector.loop"]  # one for do_bench, one for the whole loop
         Selector().tune()
         bench.benchmark_gpu(3)
         assert len(turns) == 2 and gpu_share._holder().shared == 1
     assert seen == [("do_bench", 1, 0), ("bench 1", 1, 0), ("bench 2", 1, 0), ("tune", 0, 1), ("bench 3", 0, 1)]
+
+
+def test_every_hold_is_logged_with_its_kind_and_label(tmp_path, monkeypatch):
+    log = tmp_path / "holds.txt"
+    monkeypatch.setenv(gpu_share.ENV, str(tmp_path / "locks"))
+    monkeypatch.setenv(gpu_share.HOLD_LOG_ENV, str(log))
+    with gpu_share.hold(False, "review"):
+        with gpu_share.shared("inner"):  # nested: part of the outer hold, not a line of its own
+            pass
+        with gpu_share.released():
+            time.sleep(0.05)
+        with gpu_share.exclusive("timing"):
+            time.sleep(0.05)
+    with gpu_share.tuning():  # holding nothing: a turn alone
+        pass
+    rows = [line.split() for line in log.read_text().splitlines()]
+    assert [(r[2], r[5]) for r in rows] == [
+        ("released", "compile"),
+        ("exclusive", "timing"),
+        ("shared", "review"),
+        ("exclusive", "tuning"),
+    ]
+    assert all(int(r[1]) == os.getpid() and float(r[0]) > 1e9 for r in rows)
+    assert float(rows[0][3]) >= 0.05 and float(rows[1][3]) >= 0.05 and float(rows[2][3]) >= 0.1
+    monkeypatch.delenv(gpu_share.HOLD_LOG_ENV)
+    with gpu_share.shared("x"):
+        pass
+    assert len(log.read_text().splitlines()) == 4  # no log without the variable

@@ -1,0 +1,279 @@
+"""Per-shape launch configurations for the implicit-GEMM convolution (:func:`.conv.ks_conv_fwd`), timed on the GPU.
+
+:func:`.conv.launch_config` picks one configuration from the channel counts alone. On a GPU,
+:func:`.conv.conv` instead times a few candidates (:func:`candidates`) of each distinct convolution
+(shapes, strides, groups, dtype, precision, fused epilogue; :func:`key`) on inputs of its shapes, and
+keeps the fastest, in this process and in the persistent cache (``runner/cache.py``, ``conv_configs``,
+under the GPU's name and Triton's version), so a later capture of the same convolution reuses it.
+
+- The candidates: the default, smaller and larger position tiles, more warps, and, for groups of few
+  input channels (where the default reduces over the flattened tap x channel index, an index computation
+  per element), one tap per step with the channels padded to 16, and the fp32 rank-1 form (``DIRECT``).
+  Each computes the same convolution (the tests check every one against PyTorch).
+- Timing: each candidate runs once first (its compile, on the CPU), then all are timed in one turn that
+  holds a shared GPU alone (:func:`.gpu_share.tuning`), with Triton's ``do_bench``. A candidate that fails
+  to compile or run is skipped; when every one fails, the default stays.
+- Under a compile (the op traced with fake tensors) the candidates run on real tensors of the same
+  shapes and strides, outside the tracing modes.
+- Not on the CPU (Triton's interpreter times nothing meaningful), not with ``KERNELSKILL_CONV_TUNE=0``,
+  not when an explicit ``config`` is given, and not once this process has spent its tuning budget
+  (``KERNELSKILL_CONV_TUNE_BUDGET``, 120 s: a network of many distinct convolutions tunes the first
+  ones) or its launch's deadline is less than two minutes away (``graph/deadline.py``). A choice read
+  from the cache costs nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+ENV = "KERNELSKILL_CONV_TUNE"
+BUDGET_ENV = "KERNELSKILL_CONV_TUNE_BUDGET"  # seconds of tuning per process (default BUDGET_S)
+BUDGET_S = 120.0
+DEADLINE_RESERVE_S = 120.0  # no tuning with less than this left before the launch's deadline
+CACHE = "conv_configs"
+FEW_CHANNELS = 16  # launch_config reduces over the flattened (tap, channel) index below this
+_MEMO: dict[str, dict[str, Any]] = {}
+_LAST: dict[str, Any] = {}  # the configuration :func:`tuned` returned last in this process
+_SPENT: list[float] = [0.0]  # seconds this process has spent tuning
+
+
+def enabled(x: torch.Tensor | str) -> bool:
+    """True when ``x``'s convolution (or one on device ``x``) is tuned: CUDA, no interpreter, tuning not off."""
+    if os.environ.get(ENV, "1").strip() in ("0", "false", "no", "off"):
+        return False
+    if os.environ.get("TRITON_INTERPRET", "0").strip() not in ("", "0"):
+        return False
+    return (x.device.type if isinstance(x, torch.Tensor) else torch.device(x).type) == "cuda"
+
+
+def candidates(base: dict[str, Any], in_per_group: int, transposed: bool) -> list[dict[str, Any]]:
+    """Launch configurations to time, ``base`` (:func:`.conv.launch_config`'s) first, each distinct."""
+    out = [dict(base)]
+
+    def add(**change: Any) -> None:
+        cfg = {**base, **change}
+        if cfg not in out:
+            out.append(cfg)
+
+    if base.get("FLAT_K") and not transposed and in_per_group < FEW_CHANNELS:
+        add(FLAT_K=False, BLOCK_K=16)  # one tap per step: index arithmetic per position, not per element
+        add(FLAT_K=False, BLOCK_K=16, BLOCK_M=64)
+        add(FLAT_K=False, DIRECT=True)  # fp32 rank-1 updates, the input as it is laid out
+    add(BLOCK_M=64)
+    add(num_warps=8)
+    if base["BLOCK_N"] >= 64:
+        add(BLOCK_M=256, num_warps=8)
+    add(num_stages=4)
+    return out
+
+
+def key(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    has_bias: bool,
+    geometry: tuple[Any, ...],
+    precision: str,
+    epilogue: list[list[Any]] | None,
+    vectors: list[torch.Tensor],
+    reduce: str | None,
+) -> str:
+    """The cache key of one convolution on this GPU with this Triton (every input of the choice)."""
+    import triton
+
+    gpu = torch.cuda.get_device_name(x.device) if x.device.type == "cuda" else x.device.type
+    return json.dumps(
+        [
+            gpu,
+            triton.__version__,
+            list(x.shape),
+            list(x.stride()),
+            str(x.dtype),
+            list(weight.shape),
+            has_bias,
+            [list(g) if isinstance(g, (list, tuple)) else g for g in geometry],
+            precision,
+            epilogue or [],
+            [list(v.shape) for v in vectors],
+            reduce or "",
+        ],
+        separators=(",", ":"),
+        default=str,
+    )
+
+
+def choose(
+    cache_key: str,
+    configs: list[dict[str, Any]],
+    run: Callable[[dict[str, Any]], Any],
+    timer: Callable[[Callable[[], Any]], float] | None = None,
+) -> dict[str, Any]:
+    """The fastest of ``configs`` for ``run(config)``: memoized, cached on disk, or timed now.
+
+    ``timer`` (tests): the milliseconds of one call of a function; default Triton's ``do_bench``.
+    """
+    from kernelskill.runner import cache, gpu_share
+
+    if cache_key in _MEMO:
+        return _MEMO[cache_key]
+    stored = cache.get(CACHE, cache_key)
+    if isinstance(stored, dict) and stored.get("config") in configs:
+        _MEMO[cache_key] = dict(stored["config"])
+        return _MEMO[cache_key]
+    time_one = timer or _do_bench
+    ready = []
+    for cfg in configs:  # the compile of each, on the CPU, before the GPU is held alone
+        try:
+            with gpu_share.shared("conv-tune"):
+                run(cfg)
+                _sync()
+            ready.append(cfg)
+        except Exception:  # noqa: BLE001 - a configuration this GPU or shape cannot take: not a candidate
+            continue
+    if not ready:
+        _MEMO[cache_key] = dict(configs[0])
+        return _MEMO[cache_key]
+    times: list[tuple[float, int]] = []
+    with gpu_share.tuning("tuning:conv"):
+        for i, cfg in enumerate(ready):
+            try:
+                times.append((float(time_one(functools.partial(run, cfg))), i))
+            except Exception:  # noqa: BLE001 - see above
+                continue
+    if not times:
+        _MEMO[cache_key] = dict(configs[0])
+        return _MEMO[cache_key]
+    best_ms, best = min(times)
+    chosen = dict(ready[best])
+    _MEMO[cache_key] = chosen
+    cache.put(CACHE, cache_key, {"config": chosen, "ms": best_ms, "timed": {json.dumps(ready[i]): t for t, i in times}})
+    return chosen
+
+
+def tuned(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    vectors: Any,
+    geometry: tuple[Any, ...],
+    precision: str,
+    epilogue: list[list[Any]] | None,
+    reduce: str | None,
+    base: dict[str, Any],
+    in_per_group: int,
+    run: Callable[[dict[str, Any], tuple[Any, ...]], Any],
+    timer: Callable[[Callable[[], Any]], float] | None = None,
+) -> dict[str, Any]:
+    """:func:`.conv.conv`'s configuration for this convolution: the fastest candidate, else ``base``.
+
+    ``run(config, (x, weight, bias, vectors))`` computes the convolution with ``config`` on real tensors
+    made here of the arguments' shapes (the arguments may be fake). Anything that goes wrong (out of
+    memory for the copies, say) leaves ``base``. ``timer``: see :func:`choose`.
+    """
+    chosen = _tuned(
+        x, weight, bias, list(vectors), geometry, precision, epilogue, reduce, base, in_per_group, run, timer
+    )
+    _LAST.clear()
+    _LAST.update(chosen)
+    return chosen
+
+
+def last_choice() -> dict[str, Any]:
+    """The configuration the last tuned convolution of this process runs with ({} before any)."""
+    return dict(_LAST)
+
+
+def _tuned(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    vectors: list[torch.Tensor],
+    geometry: tuple[Any, ...],
+    precision: str,
+    epilogue: list[list[Any]] | None,
+    reduce: str | None,
+    base: dict[str, Any],
+    in_per_group: int,
+    run: Callable[[dict[str, Any], tuple[Any, ...]], Any],
+    timer: Callable[[Callable[[], Any]], float] | None,
+) -> dict[str, Any]:
+    transposed = bool(geometry[4])
+    configs = candidates(base, in_per_group, transposed)
+    if len(configs) < 2:
+        return base
+    try:
+        cache_key = key(x, weight, bias is not None, geometry, precision, epilogue, vectors, reduce)
+        if cache_key in _MEMO:
+            return dict(_MEMO[cache_key])
+        if not _time_left():
+            return base
+        t0 = time.perf_counter()
+        with outside_tracing():
+            gen = torch.Generator(device=x.device).manual_seed(0)
+            args = (
+                real_like(x, gen),
+                real_like(weight, gen),
+                real_like(bias, gen) if bias is not None else None,
+                [real_like(v, gen) for v in vectors],
+            )
+            try:
+                return dict(choose(cache_key, configs, lambda cfg: run(cfg, args), timer))
+            finally:
+                _SPENT[0] += time.perf_counter() - t0
+    except Exception:  # noqa: BLE001 - tuning is an optimization: the default configuration always works
+        return base
+
+
+def _time_left() -> bool:
+    """True while this process may tune: its budget not spent, the launch's deadline not near."""
+    from kernelskill.graph import deadline
+
+    try:
+        budget = float(os.environ.get(BUDGET_ENV, "").strip() or BUDGET_S)
+    except ValueError:
+        budget = BUDGET_S
+    if _SPENT[0] >= budget:
+        return False
+    remaining = deadline.left()
+    return remaining is None or remaining > DEADLINE_RESERVE_S
+
+
+def _sync() -> None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def _do_bench(fn: Callable[[], Any]) -> float:
+    import triton.testing
+
+    return float(triton.testing.do_bench(fn, warmup=10, rep=30, return_mode="median"))
+
+
+def real_like(t: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """A real tensor of ``t``'s shape, strides, dtype and device, filled with normal values (``t`` may be fake)."""
+    out = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device=t.device)
+    if out.is_floating_point():
+        out.normal_(generator=generator)
+    else:
+        out.zero_()
+    return out
+
+
+def outside_tracing() -> Any:
+    """A context with no dispatch mode (fake tensors, tracing, functionalization) active: real kernels run."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    return _disable_current_modes()
+
+
+def is_fake(t: torch.Tensor) -> bool:
+    """True for a fake tensor (a traced call)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(t, FakeTensor)

@@ -1,0 +1,208 @@
+"""Per-shape launch configurations of our convolution kernel (``engine/conv_tune.py``).
+
+On the CPU: every candidate configuration computes the convolution (Triton's interpreter against
+PyTorch in float64), the fastest is chosen by the timer and cached, a failing one is skipped, and under a
+trace (fake tensors) the candidates run on real tensors of the same shapes. On the GPU: a tuned
+convolution is right and its choice is cached.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kernelskill.engine import conv_tune
+from kernelskill.engine.conv import conv, launch_config
+
+# (dims, in channels, out channels, kernel, stride, padding, dilation, groups, spatial size, transposed)
+CASES = {
+    "2d-3-channels": (2, 3, 8, (3, 3), 1, 1, 1, 1, (7, 6), False),
+    "1d-5-channels-strided": (1, 5, 7, (3,), 2, 2, 2, 1, (13,), False),
+    "2d-grouped-few": (2, 8, 12, (3, 3), 1, 1, 1, 4, (6, 6), False),
+    "3d-asymmetric": (3, 3, 4, (2, 3, 3), (1, 2, 1), (0, 1, 1), 1, 1, (4, 6, 5), False),
+    "2d-many-channels": (2, 40, 20, (1, 1), 1, 0, 1, 1, (5, 5), False),
+    "2d-transposed": (2, 5, 3, (3, 3), 2, 1, 1, 1, (5, 6), True),
+}
+FORWARD = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+
+
+@pytest.fixture(autouse=True)
+def fresh(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELSKILL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(conv_tune, "_MEMO", {})
+
+
+def _case(name):
+    dims, cin, cout, k, s, p, d, g, space, transposed = CASES[name]
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(2, cin, *space, generator=gen)
+    shape = (cin, cout // g, *k) if transposed else (cout, cin // g, *k)
+    w = torch.randn(*shape, generator=gen) / (cin * len(k)) ** 0.5
+    b = torch.randn(cout, generator=gen)
+    if transposed:
+        want = F.conv_transpose2d(x.double(), w.double(), b.double(), s, p, 1, g, d)
+    else:
+        want = FORWARD[dims](x.double(), w.double(), b.double(), s, p, d, g)
+    taps = 1
+    for n in k:
+        taps *= n
+    base = launch_config(cin // g, w.shape[1] if transposed else cout // g, taps)
+    return x, w, b, (s, p, d, g, transposed), want, conv_tune.candidates(base, cin // g, transposed), base
+
+
+def test_the_candidates_start_with_the_default_and_differ():
+    few = launch_config(3, 8, 9)
+    got = conv_tune.candidates(few, 3, False)
+    assert got[0] == few and len(got) == len({json.dumps(c, sort_keys=True) for c in got}) >= 5
+    assert {"FLAT_K": False, "BLOCK_K": 16}.items() <= got[1].items() and any(c.get("DIRECT") for c in got)
+    many = launch_config(64, 64, 9)
+    assert not any(c.get("DIRECT") or c["BLOCK_K"] != many["BLOCK_K"] for c in conv_tune.candidates(many, 64, False))
+    assert not any(c.get("DIRECT") for c in conv_tune.candidates(few, 3, True))  # transposed: no flat family
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_candidate_computes_the_convolution(name):
+    x, w, b, (s, p, d, g, transposed), want, configs, _ = _case(name)
+    for cfg in configs:
+        if transposed:
+            got = conv(x, w, b, s, p, d, g, transposed=True, output_padding=1, config=cfg)
+        else:
+            got = conv(x, w, b, s, p, d, g, config=cfg)
+        torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5, msg=lambda m, cfg=cfg: f"{cfg}: {m}")
+
+
+def test_the_fastest_is_chosen_cached_and_reused():
+    from kernelskill.runner import cache
+
+    configs = [{"BLOCK_M": 128}, {"BLOCK_M": 64}, {"BLOCK_M": 256}, {"BLOCK_M": 32}]
+    ran, timed = [], []
+
+    def run(cfg):
+        ran.append(cfg["BLOCK_M"])
+        if cfg["BLOCK_M"] == 32:
+            raise RuntimeError("out of resources")  # a configuration this GPU cannot take
+        return cfg["BLOCK_M"]
+
+    def timer(fn):
+        m = fn()
+        timed.append(m)
+        return {128: 2.0, 64: 1.5, 256: 3.0}[m]
+
+    assert conv_tune.choose("k1", configs, run, timer) == {"BLOCK_M": 64}
+    assert sorted(timed) == [64, 128, 256] and 32 in ran  # tried, failed, not timed
+    stored = cache.get(conv_tune.CACHE, "k1")
+    assert stored["config"] == {"BLOCK_M": 64} and stored["ms"] == 1.5 and len(stored["timed"]) == 3
+    ran.clear()
+    assert conv_tune.choose("k1", configs, run, timer) == {"BLOCK_M": 64} and not ran  # this process: memoized
+    conv_tune._MEMO.clear()
+    assert conv_tune.choose("k1", configs, run, timer) == {"BLOCK_M": 64} and not ran  # another: from the cache
+    conv_tune._MEMO.clear()
+    assert conv_tune.choose("k2", [{"BLOCK_M": 32}, {"BLOCK_M": 32, "x": 1}], run, timer) == {"BLOCK_M": 32}
+
+
+def test_under_a_trace_the_candidates_run_on_real_tensors_of_the_same_shapes():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    seen = []
+
+    def run(cfg, args):
+        rx, rw, rb, rv = args
+        seen.append((cfg["BLOCK_M"], conv_tune.is_fake(rx), tuple(rx.shape), rx.stride(), tuple(rw.shape), rb, rv))
+        return rx
+
+    base = {**launch_config(16, 32, 9), "BLOCK_M": 128}
+    with FakeTensorMode():
+        x = torch.empty(2, 16, 6, 6).to(memory_format=torch.channels_last)
+        w = torch.empty(32, 16, 3, 3)
+        assert conv_tune.is_fake(x)
+        got = conv_tune.tuned(x, w, None, [], (1, 1, 1, 1, False, 0, None), "ieee", None, None, base, 16, run,
+                              timer=lambda fn: 1.0 if fn() is not None and seen[-1][0] == 64 else 2.0)  # fmt: skip
+    assert got["BLOCK_M"] == 64
+    assert {(fake, shape, stride, w_shape) for _, fake, shape, stride, w_shape, _, _ in seen} == {
+        (False, (2, 16, 6, 6), x.stride(), (32, 16, 3, 3))  # real, channels-last like the traced input
+    }
+
+
+def test_no_tuning_on_the_cpu_or_when_turned_off(monkeypatch):
+    assert not conv_tune.enabled(torch.empty(1))
+    monkeypatch.setenv(conv_tune.ENV, "0")
+    assert not conv_tune.enabled(torch.empty(1))
+
+
+def test_a_failure_while_tuning_leaves_the_default():
+    base = launch_config(3, 8, 9)
+
+    def run(cfg, args):
+        raise AssertionError("never reached")
+
+    x = torch.empty(2, 3, 7, 6)
+    # a bias of an odd kind: making its copy fails, and the default configuration stays
+    assert conv_tune.tuned(x, torch.empty(8, 3, 3, 3), object(), [], (1, 1, 1, 1, False, 0, None), "ieee", None,
+                           None, base, 3, run) == base  # fmt: skip
+
+
+@pytest.mark.gpu
+def test_a_tuned_convolution_on_the_gpu_is_right_and_its_choice_cached(monkeypatch):
+    from kernelskill.runner import cache
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(8, 8, 32, 32, generator=gen).cuda()
+    w = (torch.randn(64, 8, 3, 3, generator=gen) / 8).cuda()
+    b = torch.randn(64, generator=gen).cuda()
+    got = conv(x, w, b, 1, 1, 1, 1, precision="tf32x3")
+    want = F.conv2d(x.double(), w.double(), b.double(), 1, 1)
+    torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-4)
+    entries = cache.load(conv_tune.CACHE)
+    assert len(entries) == 1
+    (entry,) = entries.values()
+    assert entry["config"] in conv_tune.candidates(launch_config(8, 64, 9), 8, False) and len(entry["timed"]) >= 2
+
+
+@pytest.mark.gpu
+def test_under_torch_compile_the_traced_convolution_is_tuned_on_real_tensors():
+    from kernelskill.engine.conv import conv_nd
+    from kernelskill.runner import cache
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(4, 6, 20, 20, generator=gen).cuda()
+    w = (torch.randn(32, 6, 3, 3, generator=gen) / 7).cuda()
+    compiled = torch.compile(lambda a, b: torch.relu(conv_nd(a, b, None, 1, 1, 1, 1, "ieee")), fullgraph=True)
+    got = compiled(x, w)
+    want = torch.relu(F.conv2d(x.double(), w.double(), None, 1, 1))
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+    entries = cache.load(conv_tune.CACHE)
+    assert len(entries) == 1 and '"torch.float32"' in next(iter(entries))
+
+
+def test_no_tuning_past_the_budget_or_near_the_deadline(monkeypatch):
+    import time
+
+    from kernelskill.graph import deadline
+
+    base = launch_config(16, 32, 9)
+    calls = []
+
+    def run(cfg, args):
+        calls.append(cfg)
+
+    def tune(name):
+        x = torch.empty(2, 16, 6, 6)
+        return conv_tune.tuned(x, torch.empty(32, 16, 3, 3), None, [], (1, 1, 1, 1, False, 0, None), name, None,
+                               None, base, 16, run, timer=lambda fn: 1.0)  # fmt: skip
+
+    monkeypatch.setattr(conv_tune, "_SPENT", [0.0])
+    monkeypatch.setenv(deadline.ENV, str(time.time() + 60))  # a minute left: not worth tuning
+    assert tune("ieee") == base and not calls
+    monkeypatch.setenv(deadline.ENV, str(time.time() + 600))
+    tune("ieee")
+    assert calls  # tuned
+    monkeypatch.setenv(conv_tune.BUDGET_ENV, "0")
+    calls.clear()
+    assert tune("tf32x3") == base and not calls  # the budget is spent
