@@ -489,9 +489,8 @@ def build(req: dict[str, Any]) -> dict[str, Any]:
     seed = int(req.get("seed", 42))
     try:
         gpu_share.tune_alone(inductor=True)
-        with gpu_share.hold(
-            bool(req.get("gpu_alone")), f"seed:{variant}"
-        ):  # no-op unless shared: then timings wait for it
+        # no-op unless shared: then timings wait for it
+        with gpu_share.hold(bool(req.get("gpu_alone")), f"seed:{variant}"):
             return _capture_and_check(req, task_path, variant, seed)
     except SeedError as e:
         return {"ok": False, "error": str(e), "variant": variant}
