@@ -912,6 +912,8 @@ def _time_on_gpu(
     if comp_tf32:
         result["timing"]["compile_tf32"] = comp_tf32
     result["metrics"]["runtime_ms"] = ms
+    if t_new.get("host_ms") and ms > 0:  # the host's time to queue one call, against the call's
+        result["metrics"]["host_pct"] = 100.0 * t_new["host_ms"] / ms
     result["metrics"]["speedup_vs_eager"] = eager["median_ms"] / ms
     if comp:
         result["metrics"]["speedup_vs_compile"] = comp["median_ms"] / ms

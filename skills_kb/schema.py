@@ -56,6 +56,8 @@ FEATURES: dict[str, str] = {
 
 METRICS: dict[str, str] = {
     "runtime_ms": "candidate runtime (median, ms)",
+    "host_pct": "the host's median time to queue one call as % of the runtime (CUDA timings; near 100: the GPU "
+    "waits on the launches)",
     "speedup_vs_eager": "eager runtime / candidate runtime (CUDA timings only)",
     "speedup_vs_compile": "torch.compile runtime / candidate runtime (CUDA timings only)",
     "sol_pct": "% of speed-of-light: lower-bound time / measured time * 100",
@@ -84,6 +86,7 @@ DERIVED: dict[str, str] = {
     "dense_math": "arithmetic_intensity at or above the ridge point: matmul / conv / attention work for tensor cores",
     "memory_bound": "arithmetic_intensity below the ridge point (with ncu only: DRAM busier than the SMs)",
     "launches_per_forward": "measured launch_count, else the static estimate num_launch_sites + torch_ops_in_forward",
+    "launches_hidden": "the GPU does not wait on the launches: host_pct below 50 (without it: runtime above 2 ms)",
 }
 
 NAMESPACES: dict[str, dict[str, str]] = {"features": FEATURES, "metrics": METRICS, "derived": DERIVED}

@@ -140,6 +140,19 @@ def test_rule_none_clause_silences_launch_overhead_for_long_runs():
     assert any("many-launches" in r and "metrics.runtime_ms >= 1 (actual 5) holds" in r for r in long.rules_checked)
 
 
+def test_a_host_bound_program_goes_to_cuda_graphs_first_however_long_it_runs():
+    seed = {**GEMM, "conv_not_own_kernel": True, "num_launch_sites": 40}
+    host_bound = {"launch_count": 60, "runtime_ms": 2.4, "host_pct": 97.0, "arithmetic_intensity": 40.0}
+    d = decide(seed, host_bound)
+    assert (d.rule, d.bottleneck) == ("host-bound", "launch_overhead") and d.allowed[0] == "cuda-graphs"
+    gpu_bound = decide(seed, {**host_bound, "host_pct": 30.0})  # the GPU is busy: better kernels first
+    assert d.rule != gpu_bound.rule == "conv-outside-own-kernel"
+    assert gpu_bound.excluded.get("cuda-graphs", "").startswith("avoid_when") or "cuda-graphs" not in gpu_bound.allowed
+    assert "cuda-graphs" in decide(POINTWISE, {"launch_count": 8, "runtime_ms": 0.05}).allowed  # no host time: short
+    long = decide(POINTWISE, {"launch_count": 8, "runtime_ms": 5.0})
+    assert "cuda-graphs" not in long.allowed  # no host time and a long run: the launches are hidden
+
+
 def test_forbidden_never_allowed():
     d = decide(POINTWISE, {})
     for skill in load_policy().table["memory_bandwidth"].forbid:
@@ -180,7 +193,7 @@ def _policy_data():
     "mutate, message",
     [
         (lambda p: p["rules"][0].update(bottleneck="slowness"), "rules[0] (torch-ops-in-forward): unknown bottleneck"),
-        (lambda p: p["rules"][4].update(any=["metrics.colour > 1"]), "rules[4] (conv-kernel-spills): unknown metrics"),
+        (lambda p: p["rules"][5].update(any=["metrics.colour > 1"]), "rules[5] (conv-kernel-spills): unknown metrics"),
         (lambda p: p["derived"].update(limiter_pct="__import__('os').system('true')"), "derived.limiter_pct"),
         (lambda p: p["derived"].update(headroom_pct="100 - metrics.nope"), "unknown field metrics.nope"),
         (lambda p: p["derived"].update(speed="1"), "derived.speed: not listed in skills_kb/schema.py DERIVED"),

@@ -27,6 +27,7 @@ def test_correct_kernel_timed_and_profiled(tmp_path):
     assert r["timing"]["candidate"]["n"] >= 20
     m = r["metrics"]
     assert 0 < m["sol_pct"] <= 125 and m["launch_count"] == 1
+    assert m["host_pct"] == pytest.approx(100 * r["timing"]["candidate"]["host_ms"] / r["runtime_ms"])
     assert m["registers_per_thread"] > 0 and m["spill_bytes"] == 0
     assert r["custom_kernel"] is True and "implausible_speedup" not in r["labels"]
 
