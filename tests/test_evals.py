@@ -631,6 +631,18 @@ def test_gpu_workers_get_disjoint_cpu_shares(monkeypatch, tmp_path):
     assert out.stdout.split() == ["[0]", "[0]"], out.stderr  # pinned, and what it starts inherits it
 
 
+def test_a_task_that_imports_einops_is_usable(tmp_path):
+    from kernelskill.evals.runner import check_task_file
+
+    task = tmp_path / "t.py"
+    task.write_text(
+        "import torch\nfrom einops import rearrange\n\n\nclass Model(torch.nn.Module):\n"
+        "    def forward(self, x):\n        return rearrange(x, 'b (h d) -> b h d', h=2)\n\n\n"
+        "def get_inputs():\n    return [torch.randn(3, 8)]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    assert check_task_file(task) is None
+
+
 def test_a_level_folder_labels_its_tasks(tmp_path):
     from kernelskill.evals.suite import default_level
 
