@@ -176,9 +176,15 @@ def tuned(
     made here of the arguments' shapes (the arguments may be fake). Anything that goes wrong (out of
     memory for the copies, say) leaves ``base``. ``timer``: see :func:`choose`.
     """
-    chosen = _tuned(
-        x, weight, bias, list(vectors), geometry, precision, epilogue, reduce, base, in_per_group, run, timer
-    )
+    chosen = base
+    configs = candidates(base, in_per_group, transposed=bool(geometry[4]))
+    if len(configs) > 1:
+        try:
+            cache_key = key(x, weight, bias is not None, geometry, precision, epilogue, list(vectors), reduce)
+            if cache_key in _MEMO or _time_left():
+                chosen = dict(_MEMO.get(cache_key) or _timed(cache_key, configs, x, weight, bias, vectors, run, timer))
+        except Exception:  # noqa: BLE001 - tuning is an optimization: the default configuration always works
+            chosen = base
     _LAST.clear()
     _LAST.update(chosen)
     return chosen
@@ -189,31 +195,19 @@ def last_choice() -> dict[str, Any]:
     return dict(_LAST)
 
 
-def _tuned(
+def _timed(
+    cache_key: str,
+    configs: list[dict[str, Any]],
     x: torch.Tensor,
     weight: torch.Tensor,
     bias: torch.Tensor | None,
-    vectors: list[torch.Tensor],
-    geometry: tuple[Any, ...],
-    precision: str,
-    epilogue: list[list[Any]] | None,
-    reduce: str | None,
-    base: dict[str, Any],
-    in_per_group: int,
+    vectors: Any,
     run: Callable[[dict[str, Any], tuple[Any, ...]], Any],
     timer: Callable[[Callable[[], Any]], float] | None,
 ) -> dict[str, Any]:
-    transposed = bool(geometry[4])
-    configs = candidates(base, in_per_group, transposed)
-    if len(configs) < 2:
-        return base
+    """:func:`choose` over real tensors of the arguments' shapes, its time added to this process's budget."""
+    t0 = time.perf_counter()
     try:
-        cache_key = key(x, weight, bias is not None, geometry, precision, epilogue, vectors, reduce)
-        if cache_key in _MEMO:
-            return dict(_MEMO[cache_key])
-        if not _time_left():
-            return base
-        t0 = time.perf_counter()
         with outside_tracing():
             gen = torch.Generator(device=x.device).manual_seed(0)
             args = (
@@ -222,12 +216,9 @@ def _tuned(
                 real_like(bias, gen) if bias is not None else None,
                 [real_like(v, gen) for v in vectors],
             )
-            try:
-                return dict(choose(cache_key, configs, lambda cfg: run(cfg, args), timer))
-            finally:
-                _SPENT[0] += time.perf_counter() - t0
-    except Exception:  # noqa: BLE001 - tuning is an optimization: the default configuration always works
-        return base
+            return choose(cache_key, configs, lambda cfg: run(cfg, args), timer)
+    finally:
+        _SPENT[0] += time.perf_counter() - t0
 
 
 def _time_left() -> bool:
