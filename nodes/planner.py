@@ -51,7 +51,7 @@ from kernelskill.skills_kb.index import open_index
 from kernelskill.skills_kb.library import default_library
 from kernelskill.skills_kb.outcomes import store_for
 from kernelskill.skills_kb.policy import Decision, card_applies, decide, load_policy
-from kernelskill.skills_kb.priors import load_priors, retired
+from kernelskill.skills_kb.priors import load_priors, retired, summarize
 from kernelskill.skills_kb.ranking import Ranked, rank
 from kernelskill.skills_kb.situation import describe_situation
 
@@ -126,7 +126,7 @@ def planner(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     return update
 
 
-def _retired(store: Any, ctx: Context, decision: Decision, usable: dict[str, str]) -> dict[str, str]:
+def _retired(records: list[dict[str, Any]], ctx: Context, decision: Decision, usable: dict[str, str]) -> dict[str, str]:
     """Offline under ``kernels = any``: the usable skills whose rounds under this rule only lost (``{id: why}``).
 
     The same transform in the same situation (policy rule) lost at least ``retire_after`` GPU-timed times
@@ -136,7 +136,7 @@ def _retired(store: Any, ctx: Context, decision: Decision, usable: dict[str, str
     if ctx.kernels != "any" or not usable or not decision.rule:
         return {}
     policy = load_policy()
-    by_rule = load_priors(store, rule=decision.rule)
+    by_rule = summarize(r for r in records if r.get("rule") == decision.rule)
     out = {}
     for sid in sorted(usable):
         prior = by_rule.get(sid)
@@ -241,8 +241,8 @@ def _offline_plan(
     allowed = [s for s in open_ids if s in usable]
     if skipped:
         trace.append("offline: not applicable: " + "; ".join(sorted(skipped)))
-    store = store_for(run_dir(ctx), ctx.postgres())
-    retired_ids = _retired(store, ctx, decision, usable)
+    records = store_for(run_dir(ctx), ctx.postgres()).read()  # once: the priors and the retired skills
+    retired_ids = _retired(records, ctx, decision, usable)
     if retired_ids:
         trace.append(
             f"long-term memory: not spent again under rule {decision.rule}: "
@@ -250,7 +250,7 @@ def _offline_plan(
         )
         allowed = [s for s in allowed if s not in retired_ids]
         usable = {k: v for k, v in usable.items() if k not in retired_ids}
-    priors = load_priors(store)
+    priors = summarize(records)
     if allowed:
         ranked = rank(decision, {}, priors, load_policy().prior_weight, set(decision.allowed) - set(allowed))
         top, why = ranked[0], f"offline: deterministic skill allowed by the policy; {_why(ranked[0])}"

@@ -76,13 +76,9 @@ def summarize(records: Iterable[dict[str, Any]]) -> dict[str, Prior]:
     return priors
 
 
-def load_priors(store: OutcomeStore | str | Path, rule: str | None = None) -> dict[str, Prior]:
-    """Priors from ``store`` (or the store at a path or Postgres URL; empty when it does not exist).
-
-    ``rule``: only the rounds planned under that policy rule (the same situation, as the policy reads it).
-    """
-    records = (open_store(store) if isinstance(store, (str, Path)) else store).read()
-    return summarize(r for r in records if rule is None or r.get("rule") == rule)
+def load_priors(store: OutcomeStore | str | Path) -> dict[str, Prior]:
+    """Priors from ``store`` (or the store at a path or Postgres URL; empty when it does not exist)."""
+    return summarize((open_store(store) if isinstance(store, (str, Path)) else store).read())
 
 
 def retired(prior: Prior | None, after: int, max_gain: float) -> bool:
