@@ -555,16 +555,21 @@ def _conv_op_body(
 
 
 def conv_op() -> Any:
-    """``torch.ops.kernelskill.conv`` (registered on first use, once per process).
+    """``torch.ops.kernelskill.conv`` (registered when this module is imported, once per process).
 
     A ``torch.library.triton_op``: Inductor traces through it, so a compiler seed captured with it
-    carries :func:`ks_conv_fwd`'s source like Inductor's own kernels, and stays standalone.
+    carries :func:`ks_conv_fwd`'s source like Inductor's own kernels, and stays standalone. It is
+    registered at import because TorchDynamo cannot trace the registration itself: a
+    ``torch.compile`` whose first call reaches :func:`conv_nd` would otherwise fail.
     """
     global _OP
     if _OP is None:
         ns = torch.ops.kernelskill
         _OP = ns.conv if hasattr(ns, "conv") else torch.library.triton_op(OP_NAME, _conv_op_body, mutates_args=())
     return _OP
+
+
+conv_op()
 
 
 def conv_nd(

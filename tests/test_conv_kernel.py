@@ -261,6 +261,20 @@ def test_the_op_traces_into_a_triton_kernel_node():
     assert "convolution" not in code
 
 
+def test_torch_compile_traces_a_direct_call_of_the_kernel():
+    """Dynamo reaches ``conv_nd`` in a fresh process: the op is registered at import, not under the trace."""
+    code, output = aot_traced_code(
+        """
+        from kernelskill.engine.conv import conv_nd
+        x, w = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
+        """,
+        "pass",
+        'torch.compile(lambda a, b: torch.relu(conv_nd(a, b, None, 1, 1, 1, 1, "ieee")), backend=backend, '
+        "fullgraph=True)(x, w)",
+    )
+    assert "triton_kernel_wrapper" in code and "relu" in code, output
+
+
 def test_the_conv_kernel_transform_recaptures_a_seed_with_a_convolution(tmp_path, monkeypatch):
     from kernelskill.engine import transforms
     from kernelskill.engine.compiler import SEED_MARK, SeedOutcome
