@@ -21,7 +21,8 @@ sum (:func:`credited`; ``graph/deadline.py`` and the eval's launcher read it).
 
 With ``KERNELSKILL_GPU_HOLD_LOG`` set (the eval: ``gpu-holds.txt`` in each run directory), every hold
 is appended there when it ends: ``END_UNIX PID KIND HELD_S WAITED_S LABEL``. KIND is ``shared``,
-``exclusive`` or ``released`` (a shared hold given up meanwhile, for a compile); LABEL says what held it
+``exclusive`` or ``released`` (a shared hold given up meanwhile, for a compile); a shared hold's HELD_S
+leaves out the time it was given up (its ``released`` and ``exclusive`` lines); LABEL says what held it
 (``review``, ``seed:VARIANT``, ``timing``, ``ncu``, ``tuning:FUNCTION``, ``compile``). So a run shows who
 kept the GPU, and for how long.
 
@@ -62,6 +63,7 @@ class _Holder:
     exclusive: int = 0
     pid: int = field(default_factory=os.getpid)  # a forked child opens its own files
     waited_s: dict[str, float] = field(default_factory=lambda: {"shared": 0.0, "exclusive": 0.0})
+    away_s: float = 0.0  # seconds a shared hold of this process was given up (released, or for an exclusive turn)
 
 
 _HOLDERS: dict[str, _Holder] = {}
@@ -92,13 +94,14 @@ def _waited(h: _Holder, kind: str, seconds: float) -> None:
             f.write(f"{seconds:.3f}\n")
 
 
-def _held(kind: str, t_start: float, waited_s: float, label: str) -> None:
+def _held(kind: str, t_start: float, waited_s: float, label: str, away_s: float = 0.0) -> None:
+    """One line of the hold log: held since ``t_start``, less ``away_s`` given up meanwhile."""
     log = os.environ.get(HOLD_LOG_ENV, "").strip()
     if not log:
         return
-    end = time.perf_counter()
+    held = max(0.0, time.perf_counter() - t_start - away_s)
     with contextlib.suppress(OSError), open(log, "a") as f:  # one short append per hold: whole lines
-        f.write(f"{time.time():.2f} {os.getpid()} {kind} {end - t_start:.3f} {waited_s:.3f} {label or '-'}\n")
+        f.write(f"{time.time():.2f} {os.getpid()} {kind} {held:.3f} {waited_s:.3f} {label or '-'}\n")
 
 
 def credited(path: str | None = None, cap: float | None = None) -> float:
@@ -148,7 +151,7 @@ def shared(label: str = "") -> Iterator[None]:
                 h.shared -= 1
         return
     waited = _enter_shared(h)
-    t_in = time.perf_counter()
+    t_in, away_in = time.perf_counter(), h.away_s
     h.shared += 1
     try:
         yield
@@ -156,7 +159,7 @@ def shared(label: str = "") -> Iterator[None]:
         h.shared -= 1
         if not h.shared and not h.exclusive:
             fcntl.flock(h.data, fcntl.LOCK_UN)
-        _held("shared", t_in, waited, label)
+        _held("shared", t_in, waited, label, h.away_s - away_in)
 
 
 @contextmanager
@@ -176,9 +179,9 @@ def exclusive(label: str = "") -> Iterator[None]:
                 h.exclusive -= 1
         return
     had_share = h.shared > 0
+    t0 = time.perf_counter()
     if had_share:
         fcntl.flock(h.data, fcntl.LOCK_UN)  # give the share up before queueing (see the module doc)
-    t0 = time.perf_counter()
     fcntl.flock(h.gate, fcntl.LOCK_EX)
     try:
         fcntl.flock(h.data, fcntl.LOCK_EX)
@@ -196,6 +199,7 @@ def exclusive(label: str = "") -> Iterator[None]:
         _held("exclusive", t_in, waited, label)
         if had_share:
             _enter_shared(h)
+            h.away_s += time.perf_counter() - t0
 
 
 @contextmanager
@@ -223,6 +227,7 @@ def released() -> Iterator[None]:
     finally:
         waited = _enter_shared(h)
         h.shared = depth
+        h.away_s += time.perf_counter() - t_out
         _held("released", t_out, waited, "compile")
 
 
