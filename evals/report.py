@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelskill.graph.context import ROLES, memory_line, policy_line
+from kernelskill.runner.gpu_share import HOLD_LOG_NAME, hold_totals
 
 from .metrics import summarize, task_row
 from .suite import EVAL_META, read_meta, specs_from_meta, write_json
@@ -72,6 +73,7 @@ def build_summary(out: Path, price_in: float | None = None, price_out: float | N
             str(lv): summarize([r for r in rows if r["level"] == lv], prices, policy["kernels"]) for lv in levels
         },
         "rows": rows,
+        "gpu_holds": hold_totals(out / "runs" / s.key / HOLD_LOG_NAME for s in specs),
     }
 
 
@@ -206,6 +208,27 @@ def _timing_cell(row: dict[str, Any]) -> str:
     return f"{kind}, host-bound" if row.get("host_bound") else kind
 
 
+def _holds_lines(holds: dict[str, dict[str, float]]) -> list[str]:
+    """The GPU-sharing table (workers sharing a GPU log their holds), or nothing."""
+    if not holds:
+        return []
+    lines = [
+        "",
+        "## GPU sharing",
+        "",
+        "The holds of the shared GPU, summed over the tasks' `gpu-holds.txt` (worker-seconds: shared holds "
+        "of several workers overlap). `exclusive`: the GPU alone (timings of record, autotuning); `shared`: "
+        "kernels beside other workers'; `released`: a compile on the host, the share given up.",
+        "",
+        "| kind | what | holds | held (s) | waited (s) |",
+        "|---|---|---|---|---|",
+    ]
+    for key, t in holds.items():
+        kind, _, what = key.partition(" ")
+        lines.append(f"| {kind} | {what} | {int(t['holds'])} | {t['held_s']:.1f} | {t['waited_s']:.1f} |")
+    return lines
+
+
 def summary_markdown(summary: dict[str, Any]) -> str:
     """The Markdown report: metrics per level and overall, speedup per round, plots, per-task table."""
     levels = summary["levels"]
@@ -255,6 +278,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
             f"Speedup per round (final speedup vs eager / rounds used, the seed round included; {efficiency['n']} "
             f"task(s)): arith mean {efficiency['arith_mean']:.3f}, geo mean {efficiency['geo_mean']:.3f}.",
         ]
+    lines += _holds_lines(summary.get("gpu_holds") or {})
     if summary.get("plots"):
         lines += ["", "## Plots", ""]
         lines += [f"![{Path(p).stem}]({p})" for p in summary["plots"]]

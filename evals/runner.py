@@ -110,7 +110,7 @@ def _wait_log(job: TaskJob, env: dict[str, str]) -> str | None:
     path = (job.run_dir / "gpu-wait.txt").resolve()
     path.write_text("")
     env[gpu_share.WAIT_LOG_ENV] = str(path)
-    env[gpu_share.HOLD_LOG_ENV] = str((job.run_dir / "gpu-holds.txt").resolve())
+    env[gpu_share.HOLD_LOG_ENV] = str((job.run_dir / gpu_share.HOLD_LOG_NAME).resolve())
     env[gpu_share.WAIT_MAX_ENV] = f"{job.timeout_s:g}"  # the limit at most doubles
     return str(path)
 

@@ -40,7 +40,7 @@ import importlib
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +49,7 @@ from typing import IO, Any
 ENV = "KERNELSKILL_GPU_SHARE"
 WAIT_LOG_ENV = "KERNELSKILL_GPU_WAIT_LOG"
 HOLD_LOG_ENV = "KERNELSKILL_GPU_HOLD_LOG"
+HOLD_LOG_NAME = "gpu-holds.txt"  # the eval's hold log, one in each run directory
 WAIT_MAX_ENV = "KERNELSKILL_GPU_WAIT_MAX"  # at most this much credit (seconds), the launch's own limit
 MIN_LOGGED_S = 0.01  # shorter waits are not worth a line
 
@@ -102,6 +103,36 @@ def _held(kind: str, t_start: float, waited_s: float, label: str, away_s: float 
     held = max(0.0, time.perf_counter() - t_start - away_s)
     with contextlib.suppress(OSError), open(log, "a") as f:  # one short append per hold: whole lines
         f.write(f"{time.time():.2f} {os.getpid()} {kind} {held:.3f} {waited_s:.3f} {label or '-'}\n")
+
+
+def hold_totals(paths: Iterable[str | Path]) -> dict[str, dict[str, float]]:
+    """The holds of hold logs per ``KIND WHAT`` (the label up to its first ``:``), the longest held first.
+
+    Each: ``holds`` (count), ``held_s`` and ``waited_s`` (sums). Missing files and malformed lines are skipped.
+    """
+    totals: dict[str, dict[str, float]] = {}
+    for path in paths:
+        try:
+            text = Path(path).read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) != 6:
+                continue
+            try:
+                held, waited = float(parts[3]), float(parts[4])
+            except ValueError:
+                continue
+            t = totals.setdefault(f"{parts[2]} {parts[5].split(':')[0]}", {"holds": 0, "held_s": 0.0, "waited_s": 0.0})
+            t["holds"] += 1
+            t["held_s"] += held
+            t["waited_s"] += waited
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1]["held_s"])
+    return {
+        k: {"holds": v["holds"], "held_s": round(v["held_s"], 1), "waited_s": round(v["waited_s"], 1)}
+        for k, v in ranked
+    }
 
 
 def credited(path: str | None = None, cap: float | None = None) -> float:

@@ -221,6 +221,29 @@ def test_host_bound_tasks_are_marked_and_their_means_given_apart(tmp_path):
     assert clean["host_bound"] == 0 and not any("host-bound" in n for n in clean["notes"])
 
 
+def test_the_gpu_holds_of_the_tasks_are_summed_in_the_summary(tmp_path):
+    from kernelskill.evals.report import summary_markdown
+
+    out = fake_eval(tmp_path, {"a": report(review()), "b": report(review())})
+    assert build_summary(out)["gpu_holds"] == {} and "## GPU sharing" not in summary_markdown(build_summary(out))
+    a, b = (out / "runs" / r["key"] / "gpu-holds.txt" for r in build_summary(out)["rows"])
+    a.write_text(
+        "1796224855.49 1265 shared 1.5 0.0 review\n"
+        "1796224894.69 1362 exclusive 0.25 1.0 tuning:InductorBenchmarker.benchmark_gpu\n"
+        "1796224895.22 1362 exclusive 0.5 0.5 tuning:do_bench\n"
+        "a torn line\n"
+    )
+    b.write_text("1796224899.00 1400 released 30.0 2.0 compile\n1796224899.50 1400 shared 2.0 0.25 review\n")
+    s = build_summary(out)
+    assert s["gpu_holds"] == {
+        "released compile": {"holds": 1, "held_s": 30.0, "waited_s": 2.0},
+        "shared review": {"holds": 2, "held_s": 3.5, "waited_s": 0.2},
+        "exclusive tuning": {"holds": 2, "held_s": 0.8, "waited_s": 1.5},
+    }
+    md = summary_markdown(s)
+    assert "## GPU sharing" in md and "| exclusive | tuning | 2 | 0.8 | 1.5 |" in md
+
+
 def test_round_curve_and_per_round_means():
     traj = [entry(0, 1.0), entry(1, 0.9, improved=False), entry(2, 2.0), entry(3, None, outcome="abandoned")]
     assert round_curve(traj) == [1.0, 1.0, 2.0, 2.0]
