@@ -12,6 +12,7 @@ that a custom-kernel candidate exists too. ``autotune`` (max-autotune + coordina
 from __future__ import annotations
 
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +85,7 @@ def capture_variant(
     reformulate: bool = True,
     conv_kernel: str | None = None,
     precision: str | None = None,
+    cancel: threading.Event | None = None,
 ) -> SeedOutcome:
     """Capture one Inductor variant of the task in a child process.
 
@@ -94,7 +96,7 @@ def capture_variant(
     to that product precision (``engine/precision.py``) before the self-check, which then judges the
     candidate that will be reviewed.
     Its time limit is ``Context.seed_timeout_s``,
-    capped by the launch deadline minus ``reserve_s``.
+    capped by the launch deadline minus ``reserve_s``; setting ``cancel`` stops it earlier.
     """
     req = {
         "task_path": str(Path(task_path).resolve()),
@@ -119,12 +121,13 @@ def capture_variant(
         ("_split" if split_gemm else "") + ("_flash" if flash else "") + (f"_conv_{conv_kernel}" if conv_kernel else "")
     ) + (f"_{precision}" if precision else "")
     limit = deadline.timeout(ctx.seed_timeout_s, reserve_s)
-    out = run_child("kernelskill.engine.inductor_seed", req, workdir, name, limit, spare=True)
+    out = run_child("kernelskill.engine.inductor_seed", req, workdir, name, limit, spare=True, cancel=cancel)
     if not isinstance(out, ChildFailure) and needs_gpu_alone(out.result, req):
         limit = deadline.timeout(ctx.seed_timeout_s, reserve_s)
-        out = run_child("kernelskill.engine.inductor_seed", {**req, "gpu_alone": True}, workdir, name + "_alone", limit)
+        alone = {**req, "gpu_alone": True}
+        out = run_child("kernelskill.engine.inductor_seed", alone, workdir, name + "_alone", limit, cancel=cancel)
     if isinstance(out, ChildFailure):
-        what = "timed out" if out.status == "timeout" else "crashed"
+        what = {"timeout": "timed out", "cancelled": "stopped"}.get(out.status, "crashed")
         return SeedOutcome(variant, error=f"capture {what}: {out.digest}", wall_s=out.wall_s)
     res = out.result
     if not res.get("ok"):
@@ -142,14 +145,28 @@ def compiler_seeds(ctx: Context, task_path: str, workdir: Path) -> list[SeedOutc
     """The ``default`` variant, plus ``triton`` when the default's main work is a library call.
 
     When the reference's forward visibly calls a heavy op, both captures run at once (two child
-    processes: compiling is mostly CPU work); the ``triton`` one is kept only if it is needed.
-    When every capture failed, the fallbacks follow in order until one succeeds: ``triton``
-    without the graph rewrites, then the ``safe`` variant (fewer rewrites and fusions).
+    processes: compiling is mostly CPU work); the ``triton`` one is kept only if it is needed, and is
+    stopped once the ``default`` one succeeds without needing it, or leaves its review too little time
+    (:func:`bound_second`). When every capture failed, the fallbacks follow in order until one succeeds:
+    ``triton`` without the graph rewrites, then the ``safe`` variant (fewer rewrites and fusions).
     """
     if likely_library_work(Path(task_path).read_text()):
+        stop = threading.Event()
         with ThreadPoolExecutor(max_workers=2) as pool:
-            futures = [pool.submit(capture_variant, ctx, task_path, v, workdir) for v in ("default", "triton")]
-            first, second = (f.result() for f in futures)
+            first_f = pool.submit(capture_variant, ctx, task_path, "default", workdir)
+            second_f = pool.submit(capture_variant, ctx, task_path, "triton", workdir, cancel=stop)
+            first = first_f.result()
+            timer = bound_second(first, stop)
+            try:
+                second = second_f.result()
+            finally:
+                if timer is not None:
+                    timer.cancel()
+        if stop.is_set() and not second.ok and second.error.startswith("capture stopped"):
+            second.error = (
+                f"capture stopped after {second.wall_s:.0f} s: the default seed ({first.wall_s:.0f} s to capture) "
+                "needs the time left for its review"
+            )
         outcomes = [first, second] if first.needs_custom_variant else [first]
     else:
         first = capture_variant(ctx, task_path, "default", workdir)
@@ -161,6 +178,33 @@ def compiler_seeds(ctx: Context, task_path: str, workdir: Path) -> list[SeedOutc
             break
         outcomes.append(capture_variant(ctx, task_path, variant, workdir, reformulate=reformulate))
     return outcomes
+
+
+def bound_second(first: SeedOutcome, stop: threading.Event) -> threading.Timer | None:
+    """Stop the ``triton`` capture running beside ``first`` (``default``) when it can no longer pay.
+
+    At once when ``first`` succeeded without needing it; otherwise, once ``first`` succeeded, when the
+    launch's deadline is nearer than the review reserve plus as long again as ``first`` took (the
+    review of a seed imports and compiles the same program, then checks it): a network whose Triton
+    templates autotune for minutes must not leave its finished seed unreviewed. A timer that sets
+    ``stop`` is returned (the caller cancels it), or None.
+    """
+    if not first.ok:
+        return None  # the second capture may be the only seed
+    if not first.needs_custom_variant:
+        stop.set()
+        return None
+    remaining = deadline.left()
+    if remaining is None:
+        return None
+    wait = remaining - deadline.REVIEW_RESERVE_S - first.wall_s
+    if wait <= 0:
+        stop.set()
+        return None
+    timer = threading.Timer(wait, stop.set)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 FALLBACKS = (("triton", False), ("safe", True))  # captures tried in order when every other one failed

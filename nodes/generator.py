@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,8 @@ from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
 from kernelskill.graph.modes import engine_for, on_cuda
 from kernelskill.graph.state import Candidate, State, Task
-from kernelskill.runner.sandbox import prestart_reviewer, probe_task
+from kernelskill.runner.result import ReviewResult
+from kernelskill.runner.sandbox import prestart_reviewer, prime_baselines, probe_task
 from kernelskill.skills_kb.retrieve import cards_text, retrieve
 
 from .model.candidates import candidate_from_reply, make_candidate, run_dir
@@ -23,6 +25,7 @@ from .model.prompting import render
 from .model.target import io_text, where_text
 
 OFFLINE_REPAIRS = 1  # one deterministic repair per candidate (compensated accumulation)
+PRIME_MEMORY_SHARE = 0.1  # baselines are timed beside the captures only for a reference within this share of the GPU
 
 
 def load_task(path: str) -> Task:
@@ -104,6 +107,7 @@ def generator(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         return {**common, "budget": ctx.budget(), "task_error": checked["error_digest"], "current": _empty_seed("")}
     if checked.get("probe"):
         task["probe"] = checked["probe"]
+    primer = _start_baselines(ctx, task, checked)
     if engine == "offline" or (ctx.compiler_seed and on_cuda(ctx)):
         compiled = compiler_seeds(ctx, task["path"], run_dir(ctx) / "compiler")
     seeds: list[Candidate] = []
@@ -117,6 +121,8 @@ def generator(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             seeds.append(make_candidate({"candidates": seeds}, outcome.source, "compiler", None, 0, outcome.note()))
     if not seeds:
         seeds.append(_empty_seed("; ".join(c.note() for c in compiled) or "no compiler seed was attempted"))
+    if primer is not None:
+        primer.join()  # bounded by its child's limit
     budget = ctx.budget()
     if engine == "offline":  # deterministic repairs only (nodes.diagnoser.offline_repair)
         budget["max_repairs"] = min(budget["max_repairs"], OFFLINE_REPAIRS)
@@ -129,6 +135,26 @@ def generator(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "candidates": seeds,
         "tokens": tokens,
     }
+
+
+def _start_baselines(ctx: Context, task: Task, checked: ReviewResult) -> threading.Thread | None:
+    """Time the eager and ``torch.compile`` baselines beside the captures / model calls (a thread), or None.
+
+    The first review would otherwise compile the reference once or twice more inside its own limit
+    (minutes for a large network). Only on a GPU, and for a reference within ``PRIME_MEMORY_SHARE`` of
+    its memory (the captures hold copies of it at the same time).
+    """
+    device = (checked.get("probe") or {}).get("device") or {}
+    reference_bytes = float((checked.get("metrics") or {}).get("reference_bytes", 0.0))
+    if checked.get("status") != "correct" or not device.get("memory_gib"):
+        return None
+    if reference_bytes > PRIME_MEMORY_SHARE * float(device["memory_gib"]) * 2**30:
+        return None
+    limit = deadline.timeout(ctx.review_timeout_s, deadline.REVIEW_RESERVE_S)
+    args = (task["path"], run_dir(ctx) / "baselines", limit, ctx.device, ctx.seed, ctx.precision)
+    thread = threading.Thread(target=prime_baselines, args=args, daemon=True)
+    thread.start()
+    return thread
 
 
 def _empty_seed(reasons: str) -> Candidate:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import gpu_share
-from .result import ReviewResult, failure
+from .result import ReviewResult, ReviewStatus, failure
 
 _SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.I)
 REVIEW_MODULE = "kernelskill.runner.worker"
@@ -108,7 +108,7 @@ def run_review(
     }
     out = run_child(REVIEW_MODULE, req, work, safe, timeout_s, env_extra=review_env(), spare=True)
     if isinstance(out, ChildFailure):
-        return failure(out.status, out.digest, out.log_tail, candidate_id, wall_s=out.wall_s)
+        return failure(_status(out), out.digest, out.log_tail, candidate_id, wall_s=out.wall_s)
     result: ReviewResult = out.result
     result.setdefault("wall_s", out.wall_s)
     if needs_gpu_alone(result, req):
@@ -156,23 +156,79 @@ def probe_task(
     req = {"task_path": str(Path(task_path).resolve()), "probe": True, "device": device, "seed": seed}
     out = run_child(REVIEW_MODULE, req, work, "probe", timeout_s, env_extra=review_env(), spare=True)
     if isinstance(out, ChildFailure):
-        return failure(out.status, out.digest, out.log_tail, "probe", wall_s=out.wall_s)
+        return failure(_status(out), out.digest, out.log_tail, "probe", wall_s=out.wall_s)
     result: ReviewResult = out.result
     result.setdefault("wall_s", out.wall_s)
     if needs_gpu_alone(result, req):
         out = run_child(REVIEW_MODULE, {**req, "gpu_alone": True}, work, "probe", timeout_s, env_extra=review_env())
         if isinstance(out, ChildFailure):
-            return failure(out.status, out.digest, out.log_tail, "probe", wall_s=out.wall_s)
+            return failure(_status(out), out.digest, out.log_tail, "probe", wall_s=out.wall_s)
         result = out.result
         result.setdefault("wall_s", out.wall_s)
     return result
 
 
+def prime_baselines(
+    task_path: str | Path,
+    workdir: str | Path,
+    timeout_s: float = 300.0,
+    device: str = "auto",
+    seed: int = 42,
+    precision: str = "fp32",
+) -> ReviewResult:
+    """Time the task's eager and ``torch.compile`` baselines into the cache, in a child process.
+
+    The reviews that follow find them there (``runner/worker.py: _baselines_only``). ``correct`` when
+    they are cached (now or before); a failure changes nothing: the first review times them itself.
+    Not a spare and not :func:`review_env`: its ``torch.compile`` of the reference uses Inductor's pool of
+    compile workers, where a review compiles in-process.
+    """
+    req = {
+        "task_path": str(Path(task_path).resolve()),
+        "baselines_only": True,
+        "device": device,
+        "seed": seed,
+        "precision": precision,
+    }
+    out = run_child(REVIEW_MODULE, req, Path(workdir), "baselines", timeout_s)
+    if isinstance(out, ChildFailure):
+        return failure(_status(out), out.digest, out.log_tail, "baselines")
+    result: ReviewResult = out.result
+    result.setdefault("wall_s", out.wall_s)
+    return result
+
+
+def _status(out: ChildFailure) -> ReviewStatus:
+    """A review's status for a child that did not report (one stopped by its caller counts as crashed)."""
+    return "timeout" if out.status == "timeout" else "crashed"
+
+
+class _Cancelled(Exception):
+    """The caller of :func:`run_child` set its ``cancel`` event."""
+
+
+def _wait(proc: subprocess.Popen[str], timeout_s: float, cancel: threading.Event | None) -> int:
+    """``proc``'s exit code; ``TimeoutExpired`` after ``timeout_s``, :class:`_Cancelled` once ``cancel`` is set."""
+    if cancel is None:
+        return proc.wait(timeout=timeout_s)
+    end = time.monotonic() + timeout_s
+    while True:
+        if cancel.is_set():
+            raise _Cancelled
+        left = end - time.monotonic()
+        if left <= 0:
+            raise subprocess.TimeoutExpired(proc.args, timeout_s)
+        try:
+            return proc.wait(timeout=min(0.5, left))
+        except subprocess.TimeoutExpired:
+            continue
+
+
 @dataclass
 class ChildFailure:
-    """A child process that timed out (``timeout``) or died before writing its result (``crashed``)."""
+    """A child process that timed out (``timeout``), died unreported (``crashed``) or was stopped (``cancelled``)."""
 
-    status: Literal["timeout", "crashed"]
+    status: Literal["timeout", "crashed", "cancelled"]
     digest: str
     log_tail: str
     wall_s: float
@@ -194,13 +250,15 @@ def run_child(
     timeout_s: float,
     env_extra: dict[str, str] | None = None,
     spare: bool = False,
+    cancel: threading.Event | None = None,
 ) -> ChildResult | ChildFailure:
     """Run ``python -m MODULE REQ.json RES.json`` in its own session with a scrubbed environment.
 
     The request is written to ``workdir/req_NAME.json``, the output to ``log_NAME.txt``; on timeout
     the whole process group is killed. Used for reviews and for compiler-seed captures. With
     ``spare`` (a module that supports ``--spare``, i.e. the worker) a pre-started process is used
-    when one is ready, and the next one is started.
+    when one is ready, and the next one is started. Once ``cancel`` is set, the process group is
+    killed too (status ``cancelled``): its caller no longer wants the result.
     """
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
@@ -236,7 +294,11 @@ def run_child(
         except OSError:  # it died before reading: reported below
             pass
         try:
-            code = proc.wait(timeout=timeout_s)
+            code = _wait(proc, timeout_s, cancel)
+        except _Cancelled:
+            _kill_group(proc)
+            wall = time.perf_counter() - t0
+            return ChildFailure("cancelled", f"stopped by its caller after {wall:.0f} s", _tail(log_path), wall)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             return ChildFailure(

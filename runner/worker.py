@@ -293,6 +293,8 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
 
 def _on_device(ev: Evaluation) -> ReviewResult:
     """The phases that run kernels: reference, candidate, checks, timing, re-check, profile."""
+    if ev.req.get("baselines_only"):
+        return _baselines_only(ev)
     _reference_phase(ev)
     if ev.req.get("probe"):
         return _probe_result(ev)
@@ -352,7 +354,7 @@ def _load(ev: Evaluation) -> ReviewResult | None:
         ev.task = load_task_module(ev.req["task_path"], cpu=not ev.use_cuda, name="kernelskill_reference")
     except TaskFileError as e:
         return failure("invalid_task", str(e), candidate_id=ev.cid, device=ev.label)
-    if ev.req.get("probe"):
+    if ev.req.get("probe") or ev.req.get("baselines_only"):
         return None
     ev.cand_file = str(Path(ev.req["candidate_path"]).resolve())
     ev.source = Path(ev.cand_file).read_text()
@@ -873,7 +875,6 @@ def _time_on_gpu(
     """
     import torch
 
-    from . import cache
     from .timing import new_versions, time_adaptive
 
     _mark(run)
@@ -881,24 +882,7 @@ def _time_on_gpu(
         t_new = time_adaptive(lambda: run.new(*inputs), before=lambda: new_versions(inputs))
     _verify(run, "while it was timed")
     phase("timing")
-    precision = req.get("precision", "fp32")
-    key = cache.baseline_key(Path(req["task_path"]).read_text(), gpu, torch.__version__, precision)
-    base = cache.get("baselines", key) if req.get("baseline_cache", True) else None
-    if not base:
-        with torch.no_grad(), tf32_matmuls(precision == "tf32"):
-            base = {"eager": time_adaptive(lambda: run.ref(*inputs)), **_compiled_baseline(run.ref, inputs, "compile")}
-        if precision == "fp32":
-            if tf32_ops(run.ref_ops):  # recorded in its first forward (_reference_phase)
-                with torch.no_grad(), tf32_matmuls(True):
-                    base.update(_compiled_baseline(run.ref, inputs, "compile_tf32"))
-            else:  # no product TF32 could change: the same program, not compiled and timed again
-                base["compile_tf32"], base["compile_tf32_same"] = base.get("compile"), True
-        cache.put("baselines", key, base)
-        if run.integrity is not None:  # torch.compile (the reviewer's own work) may rebind what it imports
-            run.integrity.renew()
-        phase("baselines")
-    else:
-        phase("baselines_cached")
+    key, base = _baselines(req, run, inputs, gpu, phase)
     eager, comp, comp_tf32 = base["eager"], base.get("compile"), base.get("compile_tf32")
     ms = t_new["median_ms"]
     result["runtime_ms"] = ms
@@ -917,6 +901,67 @@ def _time_on_gpu(
     result["metrics"]["speedup_vs_eager"] = eager["median_ms"] / ms
     if comp:
         result["metrics"]["speedup_vs_compile"] = comp["median_ms"] / ms
+
+
+def _baseline_key(req: dict[str, Any], gpu: str) -> str:
+    """The cache key of this task's baselines on ``gpu`` under the request's precision policy."""
+    import torch
+
+    from . import cache
+
+    return cache.baseline_key(Path(req["task_path"]).read_text(), gpu, torch.__version__, req.get("precision", "fp32"))
+
+
+def _baselines(
+    req: dict[str, Any], run: Evaluation, inputs: list[Any], gpu: str, phase: Any
+) -> tuple[str, dict[str, Any]]:
+    """The cache key and the eager / torch.compile timings of the reference, from the cache or timed now."""
+    import torch
+
+    from . import cache
+    from .timing import time_adaptive
+
+    precision = req.get("precision", "fp32")
+    key = _baseline_key(req, gpu)
+    base = cache.get("baselines", key) if req.get("baseline_cache", True) else None
+    if base:
+        phase("baselines_cached")
+        return key, base
+    with torch.no_grad(), tf32_matmuls(precision == "tf32"):
+        base = {"eager": time_adaptive(lambda: run.ref(*inputs)), **_compiled_baseline(run.ref, inputs, "compile")}
+    if precision == "fp32":
+        if tf32_ops(run.ref_ops):  # recorded in its first forward (_reference_phase)
+            with torch.no_grad(), tf32_matmuls(True):
+                base.update(_compiled_baseline(run.ref, inputs, "compile_tf32"))
+        else:  # no product TF32 could change: the same program, not compiled and timed again
+            base["compile_tf32"], base["compile_tf32_same"] = base.get("compile"), True
+    cache.put("baselines", key, base)
+    if run.integrity is not None:  # torch.compile (the reviewer's own work) may rebind what it imports
+        run.integrity.renew()
+    phase("baselines")
+    return key, base
+
+
+def _baselines_only(ev: Evaluation) -> ReviewResult:
+    """A ``baselines`` request's answer: the task's baselines timed into the cache (no candidate).
+
+    Asked for beside the seed captures, so that the first review finds them cached: on a network
+    whose ``torch.compile`` takes minutes (twice under ``fp32``: with and without TF32 matmuls), they
+    would otherwise fall into the first review's time. Nothing to do on the CPU or when cached.
+    """
+    done = {"cached": True}
+    if ev.use_cuda and not cache_has_baselines(ev.req, ev.gpu):
+        _reference_phase(ev)
+        _baselines(ev.req, ev, ev.inputs(ev.seed + 7), ev.gpu, ev.phase)  # the inputs _timing uses
+        done = {"cached": False}
+    return _correct(ev, metrics={}, phases=ev.phases, baselines=done)
+
+
+def cache_has_baselines(req: dict[str, Any], gpu: str) -> bool:
+    """True when the task's baselines on ``gpu`` under the request's policy are cached (and may be used)."""
+    from . import cache
+
+    return bool(req.get("baseline_cache", True) and cache.get("baselines", _baseline_key(req, gpu)))
 
 
 def compile_default(model: Any) -> Any:

@@ -124,3 +124,18 @@ def test_tf32_convolution_is_judged_by_the_references_tf32_error(tmp_path):
     assert ok["status"] == "correct", ok.get("error_digest")
     off = review(task, TF32_CONV.replace("SCALE", "4.0"), tmp_path, "tf32x4", baseline_cache=False)
     assert off["status"] == "wrong_output", off.get("error_digest")
+
+
+def test_baselines_primed_beside_the_captures_are_the_first_reviews(tmp_path, monkeypatch):
+    """A ``baselines`` request times eager and torch.compile into the cache; the review after it reads them there."""
+    from kernelskill.runner.sandbox import prime_baselines
+
+    monkeypatch.setenv("KERNELSKILL_CACHE_DIR", str(tmp_path / "cache"))
+    primed = prime_baselines(GELU_TASK, tmp_path / "baselines", 300.0, "cuda")
+    assert primed["status"] == "correct" and primed["baselines"] == {"cached": False}, primed.get("error_digest")
+    assert "baselines" in primed["phases"]
+    again = prime_baselines(GELU_TASK, tmp_path / "baselines", 300.0, "cuda")
+    assert again["baselines"] == {"cached": True} and "reference" not in again["phases"]
+    r = review(GELU_TASK, GELU.read_text(), tmp_path, "after_priming")
+    assert r["status"] == "correct" and "baselines_cached" in r["phases"] and "baselines" not in r["phases"]
+    assert r["eager_ms"] > 0 and r["compile_ms"] > 0
