@@ -196,7 +196,7 @@ def test_on_a_shared_gpu_a_capture_out_of_memory_is_tried_again_holding_it_alone
 
     calls = []
 
-    def fake_child(module, req, workdir, name, limit, spare=False):
+    def fake_child(module, req, workdir, name, limit, **kw):
         calls.append(dict(req))
         if req.get("gpu_alone"):
             return ChildResult({"ok": True, "source": "class ModelNew: ...", "capture": {}}, 1.0)
