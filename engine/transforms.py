@@ -40,13 +40,14 @@ Each transform implements the method of the skill cards that name it (``transfor
   keeps the fused form.
 - ``conv_kernel`` (card ``implicit-gemm-conv``): a compiler seed with a convolution (a cuDNN call or a Triton
   template) recaptured with every convolution in our implicit-GEMM kernel (``engine/conv.py``; transposed ones
-  by phase decomposition, depthwise ones in fp32 multiply-adds), its products in ``tf32x3``, plus a capture in
-  ``tf32r`` (TF32 rounded to nearest, as cuDNN) where the precision policy allows TF32 for the task (the
-  reviewer allows it the error of the reference with TF32 convolutions, even where cuDNN ran the reference's
-  exact; where it cannot run that, only the near-fp32 capture stays correct). The element-wise tail
-  of each convolution in the graph is computed in the kernel before its store (``reformulate.conv_kernel_forms``),
-  and a mean over every spatial dimension after it is reduced in the kernel; Inductor fuses the rest into its
-  own kernels. A later recapture keeps the form.
+  by phase decomposition, depthwise ones in fp32 multiply-adds), two captures: products in ``tf32r``
+  (TF32 rounded to nearest, as cuDNN's TF32 convolutions, which PyTorch's defaults allow under either precision
+  policy, also in a task whose GEMMs must stay fp32: the rule is per product, and only the convolutions move) and
+  in ``tf32x3``. The reviewer allows a convolution the error of the reference with TF32 convolutions, even where
+  cuDNN ran the reference's exact; where it cannot run that, only the near-fp32 capture stays correct. The
+  element-wise tail of each convolution in the graph is computed in the kernel before its store
+  (``reformulate.conv_kernel_forms``), and a mean over every spatial dimension after it is reduced in the kernel;
+  Inductor fuses the rest into its own kernels. A later recapture keeps the form.
 
 The reviewer judges every result like any other candidate; a transform only proposes.
 """
@@ -251,11 +252,11 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
         return sources, notes, ""
     if transform == "conv_kernel" and variant is not None:
         args = (ctx, task_path, workdir, base, variant, False, graphed, "conv_kernel")
-        if not _tf32_ok(ctx, task_path):
-            return _recapture(*args, conv_kernel="tf32x3")
-        # cuDNN's numerics where the policy allows them: the reviewer allows a convolution the error of the reference
-        # with TF32 convolutions (runner/correctness.py), except where it cannot run that (the CPU, low-memory
-        # mode), where only near-fp32 products stay within the reference's own error: both, the reviewer decides
+        # cuDNN's numerics, which every precision policy allows a convolution (per product, not per task: the GEMMs
+        # of the same graph keep their seed's precision): the reviewer allows it the error of the reference with
+        # TF32 convolutions (runner/correctness.py), except where it cannot run that (the CPU, low-memory mode, a
+        # user's torch.backends.cudnn.allow_tf32 = False), where only near-fp32 products stay within the
+        # reference's own error: both, the reviewer decides
         sources, notes, problem = _recapture(*args, conv_kernel="tf32r")
         exact, exact_notes, exact_problem = _recapture(*args, conv_kernel="tf32x3")
         return sources + exact, notes + exact_notes, "" if sources or exact else problem or exact_problem
