@@ -165,6 +165,45 @@ def time_adaptive(
     return stats
 
 
+def time_fresh(fn: Callable[[], Any], befores: list[Callable[[], Any]], cuda: bool) -> dict[str, Any]:
+    """One timed call of ``fn`` after each of ``befores`` (untimed: the reviewer writes new input values there).
+
+    CUDA events with the L2 flushed (holding the GPU alone), or wall-clock time on the CPU. The timings of
+    record reuse one set of input values; these calls see values the candidate has not seen before, so
+    an answer kept across calls under any key of the values (a sampled fingerprint, a hash) is missed
+    here and computed (see ``runner/worker.py: _fresh_values``).
+    """
+    samples: list[float] = []
+    if cuda:
+        import torch
+
+        flush = torch.empty((256 << 20) // 4, dtype=torch.int32, device="cuda")
+        with gpu_share.exclusive("timing"):
+            samples = [_timed_trial(fn, flush, before) for before in befores]
+    else:
+        for before in befores:
+            before()
+            t0 = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - t0) * 1e3)
+    return {"n": len(samples), "min_ms": min(samples), "median_ms": statistics.median(samples), "samples_ms": samples}
+
+
+def kept_across_calls(repeated_ms: float, fresh_ms: float, cuda: bool) -> bool:
+    """Whether calls on new values (their fastest, ``fresh_ms``) are far slower than the timed ones (``repeated_ms``).
+
+    At least :data:`KEPT_RATIO` times as long and :data:`KEPT_MARGIN_MS` more (per device): a candidate whose timed
+    calls returned an answer kept from an earlier call with the same values. Value-dependent work of an
+    honest kernel differs far less between two draws of the same task's inputs.
+    """
+    device = "cuda" if cuda else "cpu"
+    return fresh_ms > KEPT_RATIO[device] * repeated_ms + KEPT_MARGIN_MS[device]
+
+
+KEPT_RATIO = {"cuda": 1.5, "cpu": 10.0}  # honest calls differ by noise there; the interpreter moves with the load
+KEPT_MARGIN_MS = {"cuda": 0.02, "cpu": 1.0}
+
+
 def new_versions(objs: list[Any]) -> None:
     """Mark every tensor in ``objs`` as written (its version counter moves on; no kernel runs).
 

@@ -305,7 +305,7 @@ def _on_device(ev: Evaluation) -> ReviewResult:
         return bad
     result = _passed(ev)
     _timing(ev, result)
-    bad = _recheck(ev)
+    bad = _fresh_values(ev, result) or _recheck(ev)
     if bad:
         return bad
     if ev.use_cuda:
@@ -831,6 +831,88 @@ def _timing(ev: Evaluation, result: ReviewResult) -> None:
     ev.phase("timing")
 
 
+def _refill(ev: Evaluation, seed: int) -> bool:
+    """Write ``get_inputs()``'s values under ``seed`` into the timed input tensors, in place (same objects).
+
+    False (nothing written) when the new inputs differ from them in number, shape or dtype.
+    """
+    import torch
+
+    if not ev.timing_inputs:
+        return False
+    fresh = ev.inputs(seed)
+    same = len(fresh) == len(ev.timing_inputs) and all(
+        not isinstance(a, torch.Tensor) or (isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype)
+        for a, b in zip(fresh, ev.timing_inputs, strict=True)
+    )
+    if same:
+        with torch.no_grad():
+            for a, b in zip(fresh, ev.timing_inputs, strict=True):
+                if isinstance(a, torch.Tensor):
+                    b.copy_(a)
+    return same
+
+
+FRESH_CALLS = {"cuda": 5, "cpu": 2}  # timed calls on new input values after the timings of record
+
+
+def _fresh_values(ev: Evaluation, result: ReviewResult) -> ReviewResult | None:
+    """Timed calls on new input values: the timed figure must hold for values the candidate has not seen.
+
+    The timings of record call the candidate again and again on one set of values (marked as written
+    before each call, :func:`.timing.new_versions`). A candidate that keeps its answer under a key of the
+    values themselves (a sampled fingerprint, a hash) times a lookup there, and the re-check after timing
+    (new values, computed anew) passes. Here each call gets values of its own, written into the same
+    tensors outside the timed window; calls far slower than the timed ones reject the candidate.
+    """
+    import torch
+
+    from .timing import kept_across_calls, time_fresh
+
+    inputs, device = ev.timing_inputs, "cuda" if ev.use_cuda else "cpu"
+    if ev.low_memory or not inputs or not any(isinstance(x, torch.Tensor) and x.numel() for x in inputs):
+        return None  # (low-memory mode: no second set of inputs beside the first)
+    seeds = [ev.seed + 7_919 * (k + 1) for k in range(FRESH_CALLS[device])]
+    written: list[bool] = []
+
+    def before(seed: int) -> Any:
+        return lambda: written.append(_refill(ev, seed))
+
+    befores = [before(s) for s in seeds]
+    timing = result.get("timing") or {}
+    _mark(ev)
+    try:
+        with torch.no_grad():
+            if ev.use_cuda:  # the timings of record: warmed up, so on values seen before
+                repeated = float(timing["candidate"]["median_ms"]) if timing.get("candidate") else 0.0
+            else:  # the interpreter's one timed call was the first on its values: one more on them
+                repeated = time_fresh(lambda: ev.new(*inputs), [lambda: None], False)["min_ms"]
+            fresh = time_fresh(lambda: ev.new(*inputs), befores, ev.use_cuda)
+    except torch.OutOfMemoryError:  # the second set of inputs did not fit beside the first: the check is skipped
+        written.clear()
+        if ev.use_cuda:
+            torch.cuda.empty_cache()
+        result.setdefault("warnings", []).append("no timing on new input values: out of memory for a second set")
+        return None
+    _verify(ev, "while it was timed on new input values")
+    if not all(written):
+        return None  # get_inputs() changes shapes with the seed: nothing to compare
+    timing["fresh_values"] = {**fresh, "repeated_ms": repeated}
+    ev.phase("fresh_values")
+    if repeated <= 0 or not kept_across_calls(repeated, fresh["min_ms"], ev.use_cuda):
+        return None
+    return failure(
+        "rejected",
+        f"its calls on new input values took {fresh['min_ms']:.4g} ms or more, {fresh['min_ms'] / repeated:.1f}x its "
+        f"timed calls on repeated values ({repeated:.4g} ms): an answer kept across calls (cached output?)",
+        "",
+        ev.cid,
+        compiled=True,
+        correctness=ev.correctness,
+        **ev.common,
+    )
+
+
 def _recheck(ev: Evaluation) -> ReviewResult | None:
     """New inputs again after timing: an answer cached from earlier calls (or state kept) shows up.
 
@@ -838,24 +920,8 @@ def _recheck(ev: Evaluation) -> ReviewResult | None:
     objects), and the candidate is called on them: an answer kept by the inputs' address or identity
     is stale there.
     """
-    import torch
-
     seed = ev.seed + 999_983
-    given = None
-    if ev.timing_inputs:
-        fresh = ev.inputs(seed)
-        same = len(fresh) == len(ev.timing_inputs) and all(
-            not isinstance(a, torch.Tensor)
-            or (isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype)
-            for a, b in zip(fresh, ev.timing_inputs, strict=True)
-        )
-        if same:
-            with torch.no_grad():
-                for a, b in zip(fresh, ev.timing_inputs, strict=True):
-                    if isinstance(a, torch.Tensor):
-                        b.copy_(a)
-            given = ev.timing_inputs
-        del fresh
+    given = ev.timing_inputs if _refill(ev, seed) else None
     bad = _check(ev, seed, "re-check after timing with new inputs (cached or stateful output?)", given=given)
     if bad is None:
         ev.phase("recheck")

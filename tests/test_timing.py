@@ -97,3 +97,16 @@ def test_tf32_matters_only_where_the_reference_calls_a_product():
     assert tf32_matters(nn.Conv1d(4, 2, 3), [torch.randn(1, 4, 9)])
     assert not tf32_matters(lambda a: torch.cumsum(torch.relu(a), dim=1).amax(dim=0), [x])
     assert not tf32_matters(nn.LayerNorm(8), [x])
+
+
+def test_an_answer_kept_across_calls_is_told_from_noise():
+    """Calls on new values far slower than the timed ones (which reused one set of values) give a kept answer away;
+    the spread of honest calls, and the interpreter's wall-clock noise, do not."""
+    from kernelskill.runner.timing import kept_across_calls
+
+    assert kept_across_calls(0.010, 0.120, cuda=True)  # a lookup timed, the work done on new values
+    assert not kept_across_calls(0.010, 0.025, cuda=True)  # microseconds apart: launch noise
+    assert not kept_across_calls(1.00, 1.20, cuda=True)  # value-dependent work of an honest kernel
+    assert kept_across_calls(1.00, 3.00, cuda=True)
+    assert not kept_across_calls(2.0, 8.0, cuda=False)  # the interpreter on a loaded host
+    assert kept_across_calls(0.05, 12.0, cuda=False)
