@@ -831,15 +831,23 @@ def _timing(ev: Evaluation, result: ReviewResult) -> None:
     ev.phase("timing")
 
 
-def _refill(ev: Evaluation, seed: int) -> bool:
+def _refill(ev: Evaluation, seed: int, scale: bool = False) -> bool:
     """Write ``get_inputs()``'s values under ``seed`` into the timed input tensors, in place (same objects).
 
-    False (nothing written) when the new inputs differ from them in number, shape or dtype.
+    False (nothing written) when the new inputs differ from them in number, shape or dtype. ``scale`` (for
+    timing, in low-memory mode, where a second set of inputs may not fit): the floating-point inputs are
+    scaled in place by a factor of the seed's instead (new values, no new memory; integer inputs keep theirs).
     """
     import torch
 
     if not ev.timing_inputs:
         return False
+    if scale:
+        floats = [x for x in ev.timing_inputs if isinstance(x, torch.Tensor) and x.is_floating_point()]
+        with torch.no_grad():
+            for x in floats:
+                x.mul_(1.0 + (seed % 61 + 1) / 256.0)
+        return bool(floats)
     fresh = ev.inputs(seed)
     same = len(fresh) == len(ev.timing_inputs) and all(
         not isinstance(a, torch.Tensor) or (isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype)
@@ -856,6 +864,10 @@ def _refill(ev: Evaluation, seed: int) -> bool:
 FRESH_CALLS = {"cuda": 5, "cpu": 2}  # timed calls on new input values after the timings of record
 
 
+class _CandidateRaised(Exception):
+    """The candidate raised during the calls on new input values (its cause is the candidate's exception)."""
+
+
 def _fresh_values(ev: Evaluation, result: ReviewResult) -> ReviewResult | None:
     """Timed calls on new input values: the timed figure must hold for values the candidate has not seen.
 
@@ -870,15 +882,24 @@ def _fresh_values(ev: Evaluation, result: ReviewResult) -> ReviewResult | None:
     from .timing import kept_across_calls, time_fresh
 
     inputs, device = ev.timing_inputs, "cuda" if ev.use_cuda else "cpu"
-    if ev.low_memory or not inputs or not any(isinstance(x, torch.Tensor) and x.numel() for x in inputs):
-        return None  # (low-memory mode: no second set of inputs beside the first)
+    if not inputs or not any(isinstance(x, torch.Tensor) and x.numel() for x in inputs):
+        return None
     seeds = [ev.seed + 7_919 * (k + 1) for k in range(FRESH_CALLS[device])]
     written: list[bool] = []
 
     def before(seed: int) -> Any:
-        return lambda: written.append(_refill(ev, seed))
+        return lambda: written.append(_refill(ev, seed, scale=ev.low_memory))
 
     befores = [before(s) for s in seeds]
+
+    def call() -> Any:
+        try:
+            return ev.new(*inputs)
+        except torch.OutOfMemoryError:
+            raise
+        except Exception as e:  # the candidate's own failure on valid inputs, not the reviewer's
+            raise _CandidateRaised(e) from e
+
     timing = result.get("timing") or {}
     _mark(ev)
     try:
@@ -886,8 +907,19 @@ def _fresh_values(ev: Evaluation, result: ReviewResult) -> ReviewResult | None:
             if ev.use_cuda:  # the timings of record: warmed up, so on values seen before
                 repeated = float(timing["candidate"]["median_ms"]) if timing.get("candidate") else 0.0
             else:  # the interpreter's one timed call was the first on its values: one more on them
-                repeated = time_fresh(lambda: ev.new(*inputs), [lambda: None], False)["min_ms"]
-            fresh = time_fresh(lambda: ev.new(*inputs), befores, ev.use_cuda)
+                repeated = time_fresh(call, [lambda: None], False)["min_ms"]
+            fresh = time_fresh(call, befores, ev.use_cuda)
+    except _CandidateRaised as e:
+        err = e.__cause__
+        return failure(
+            "runtime_error",
+            f"raised when called on new input values after timing: {type(err).__name__}: {str(err).strip()[:300]}",
+            _detail(err) if err is not None else "",
+            ev.cid,
+            compiled=True,
+            correctness=ev.correctness,
+            **ev.common,
+        )
     except torch.OutOfMemoryError:  # the second set of inputs did not fit beside the first: the check is skipped
         written.clear()
         if ev.use_cuda:

@@ -137,3 +137,28 @@ def test_pytorchs_own_wrappers_are_no_change_but_a_candidates_are(monkeypatch):
     guard = Integrity(types.ModuleType("kernelskill_reference_test"))
     monkeypatch.setattr(torch, "manual_seed", look_alike)
     assert guard.changes() == ["torch.manual_seed"]
+
+
+def test_the_fingerprint_cache_is_found_in_low_memory_mode_too(tmp_path):
+    """Where a second set of inputs may not fit, the timed calls get new values by scaling the inputs in place."""
+    task, status, needle = expectation(FIXTURES / "adversarial" / "fingerprint_cache.py")
+    source = (FIXTURES / "adversarial" / "fingerprint_cache.py").read_text()
+    r = run_review(task, source, tmp_path, "low_memory", device="cpu", timeout_s=120, low_memory=True)
+    assert r["status"] == status and needle in r["error_digest"], (r["status"], r.get("error_digest"))
+
+
+def test_a_candidate_raising_on_new_values_after_timing_is_at_fault(tmp_path):
+    """An exception from the candidate during the calls on new values is its runtime error, not the reviewer's."""
+    source = (FIXTURES / "candidates" / "good.py").read_text()
+    source = source.replace(
+        "    def forward(self, x):\n",
+        "    def forward(self, x):\n"
+        "        calls = getattr(self, 'calls', {})\n"
+        "        self.calls = calls\n"
+        "        held, n = calls.get(id(x), (x, 0))\n"
+        "        calls[id(x)] = (held, n + 1)\n"
+        "        if n + 1 >= 3:  # the timed call, one more on its values, then new values in the same tensor\n"
+        "            raise RuntimeError('third call on one tensor')\n",
+    )
+    r = run_review(FIXTURES / "tasks" / "scale_relu.py", source, tmp_path, "raising", device="cpu", timeout_s=120)
+    assert r["status"] == "runtime_error" and "new input values" in r["error_digest"], r.get("error_digest")
