@@ -189,18 +189,25 @@ def time_fresh(fn: Callable[[], Any], befores: list[Callable[[], Any]], cuda: bo
     return {"n": len(samples), "min_ms": min(samples), "median_ms": statistics.median(samples), "samples_ms": samples}
 
 
-def kept_across_calls(repeated_ms: float, fresh_ms: float, cuda: bool) -> bool:
+def kept_across_calls(repeated_ms: float, fresh_ms: float, cuda: bool, host_share: float = 0.0) -> bool:
     """Whether calls on new values (their fastest, ``fresh_ms``) are far slower than the timed ones (``repeated_ms``).
 
     At least :data:`KEPT_RATIO` times as long and :data:`KEPT_MARGIN_MS` more (per device): a candidate whose timed
     calls returned an answer kept from an earlier call with the same values. Value-dependent work of an
-    honest kernel differs far less between two draws of the same task's inputs.
+    honest kernel differs far less between two draws of the same task's inputs. ``host_share``: the timed
+    calls' host time to queue a call over their median (``host_ms / median_ms``); a window that holds the
+    host's time moves with the host's load (other workers compiling), so the ratio grows with it, up to
+    :data:`KEPT_HOST_RATIO` for a host-bound call.
     """
     device = "cuda" if cuda else "cpu"
-    return fresh_ms > KEPT_RATIO[device] * repeated_ms + KEPT_MARGIN_MS[device]
+    ratio = KEPT_RATIO[device]
+    if cuda:
+        ratio += (KEPT_HOST_RATIO - ratio) * min(1.0, max(0.0, host_share))
+    return fresh_ms > ratio * repeated_ms + KEPT_MARGIN_MS[device]
 
 
 KEPT_RATIO = {"cuda": 1.5, "cpu": 10.0}  # honest calls differ by noise there; the interpreter moves with the load
+KEPT_HOST_RATIO = 4.0  # a host-bound GPU timing (its window holds the host's time to queue the call)
 KEPT_MARGIN_MS = {"cuda": 0.02, "cpu": 1.0}
 
 

@@ -931,7 +931,9 @@ def _fresh_values(ev: Evaluation, result: ReviewResult) -> ReviewResult | None:
         return None  # get_inputs() changes shapes with the seed: nothing to compare
     timing["fresh_values"] = {**fresh, "repeated_ms": repeated}
     ev.phase("fresh_values")
-    if repeated <= 0 or not kept_across_calls(repeated, fresh["min_ms"], ev.use_cuda):
+    record = timing.get("candidate") or {}
+    host_share = float(record.get("host_ms") or 0.0) / repeated if repeated > 0 else 0.0
+    if repeated <= 0 or not kept_across_calls(repeated, fresh["min_ms"], ev.use_cuda, host_share):
         return None
     return failure(
         "rejected",

@@ -108,5 +108,7 @@ def test_an_answer_kept_across_calls_is_told_from_noise():
     assert not kept_across_calls(0.010, 0.025, cuda=True)  # microseconds apart: launch noise
     assert not kept_across_calls(1.00, 1.20, cuda=True)  # value-dependent work of an honest kernel
     assert kept_across_calls(1.00, 3.00, cuda=True)
+    assert not kept_across_calls(1.00, 3.00, cuda=True, host_share=0.95)  # a host-bound call on a loaded host
+    assert kept_across_calls(1.00, 5.00, cuda=True, host_share=0.95)
     assert not kept_across_calls(2.0, 8.0, cuda=False)  # the interpreter on a loaded host
     assert kept_across_calls(0.05, 12.0, cuda=False)
