@@ -38,6 +38,7 @@ import fcntl
 import functools
 import importlib
 import os
+import re
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -375,6 +376,49 @@ def waited() -> dict[str, float] | None:
     """Seconds this process has waited for the GPU lock (``None`` when the GPU is not shared)."""
     h = _holder()
     return None if h is None else {k: round(v, 3) for k, v in h.waited_s.items()}
+
+
+ROOM_WAIT_MAX_S = 120.0  # at most this long for other processes' memory to leave before a run alone
+ROOM_SLACK_BYTES = 1 << 30  # memory other processes may hold before an out-of-memory is called theirs
+
+
+def elsewhere_bytes() -> int:
+    """Memory of this process's CUDA device that other processes hold (beyond this one's reserve)."""
+    import torch
+
+    free, total = torch.cuda.mem_get_info()
+    return max(0, int(total - free - torch.cuda.memory_reserved()))
+
+
+def need_after_oom(e: BaseException) -> int:
+    """Device memory a run that raised ``e`` (out of memory) needed at least: peak reserve plus the failed request."""
+    import torch
+
+    units = {"B": 0, "KiB": 1, "MiB": 2, "GiB": 3, "TiB": 4}
+    m = re.search(r"Tried to allocate ([\d.]+) (B|KiB|MiB|GiB|TiB)", str(e))
+    tried = float(m[1]) * 1024 ** units[m[2]] if m else 0.0
+    return int(torch.cuda.max_memory_reserved() + tried)
+
+
+def wait_for_room(need_bytes: float, max_s: float = ROOM_WAIT_MAX_S, poll_s: float = 1.0) -> float:
+    """Wait (holding no lock) until ``need_bytes`` of the device are free, at most ``max_s``; the seconds waited.
+
+    Before a run that holds a shared GPU alone after an out-of-memory: another worker's memory leaves
+    when its process ends, which a lock does not bring about. The wait is logged like a lock's (the
+    launch's deadline is extended by it).
+    """
+    import torch
+
+    if need_bytes <= 0:
+        return 0.0
+    t0 = time.perf_counter()
+    while torch.cuda.mem_get_info()[0] < need_bytes + ROOM_SLACK_BYTES and time.perf_counter() - t0 < max_s:
+        time.sleep(poll_s)
+    seconds = time.perf_counter() - t0
+    h = _holder()
+    if h is not None:
+        _waited(h, "exclusive", seconds)
+    return seconds
 
 
 def without_share(env: dict[str, str]) -> dict[str, str]:

@@ -152,6 +152,7 @@ class Evaluation:
         self.first: list[Any] | None = None  # trial 0's inputs
         self.probe_out: Any = None  # a probe's reference output (a review keeps none: see _check)
         self.reference_bytes = 0  # device memory the reference's forward took at its peak
+        self.need_bytes = 0  # after the reference ran out of memory: what it needed at least
         self.reference_s = 0.0  # wall time of the reference's first forward
         self.timing_inputs: list[Any] = []
         self.integrity: Integrity | None = None  # the process as the candidate found it (see .integrity)
@@ -275,6 +276,8 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
         bad = _load(ev)
         if bad:
             return bad
+        if ev.use_cuda and req.get("gpu_alone"):
+            gpu_share.wait_for_room(float(req.get("need_bytes") or 0))
         with gpu_share.hold(bool(req.get("gpu_alone")), "review") if ev.use_cuda else contextlib.nullcontext():
             result = _on_device(ev)
     except TaskError as e:
@@ -317,13 +320,9 @@ def _on_device(ev: Evaluation) -> ReviewResult:
 def _harness_error(ev: Evaluation, e: BaseException) -> ReviewResult:
     what = "out of memory" if type(e).__name__ == "OutOfMemoryError" else "an error"
     first = (str(e).strip().splitlines() or [""])[0][:200]
-    return failure(
-        "harness_error",
-        f"the reviewer itself hit {what} ({type(e).__name__}: {first})",
-        _detail(e),
-        ev.cid,
-        **{**ev.common, "low_memory": ev.low_memory},
-    )
+    digest = str(e) if isinstance(e, HarnessError) else f"the reviewer itself hit {what} ({type(e).__name__}: {first})"
+    extra = {"need_bytes": ev.need_bytes} if ev.need_bytes else {}
+    return failure("harness_error", digest, _detail(e), ev.cid, **{**ev.common, "low_memory": ev.low_memory, **extra})
 
 
 def _setup(ev: Evaluation) -> None:
@@ -413,9 +412,18 @@ def _reference_phase(ev: Evaluation) -> None:
         if ev.use_cuda:
             ev.reference_bytes = max(0, torch.cuda.max_memory_allocated() - base)
     except torch.OutOfMemoryError as e:
-        raise TaskError(
-            f"the reference does not fit in memory on {ev.label} with its first inputs: {str(e).splitlines()[0][:200]}"
-        ) from e
+        first = str(e).splitlines()[0][:200]
+        if ev.use_cuda:
+            ev.ref = None
+            ev.need_bytes = gpu_share.need_after_oom(e)
+            torch.cuda.empty_cache()
+            elsewhere = gpu_share.elsewhere_bytes()
+            if elsewhere >= gpu_share.ROOM_SLACK_BYTES:  # the device is shared: their memory, not the task's size
+                raise HarnessError(
+                    f"the reference ran out of memory on {ev.label} while other processes held "
+                    f"{elsewhere / 2**30:.1f} GiB of it: {first}"
+                ) from e
+        raise TaskError(f"the reference does not fit in memory on {ev.label} with its first inputs: {first}") from e
     except TaskError:
         raise
     except Exception as e:

@@ -417,3 +417,48 @@ def test_every_hold_is_logged_with_its_kind_and_label(tmp_path, monkeypatch):
     with gpu_share.shared("x"):
         pass
     assert len(log.read_text().splitlines()) == 4  # no log without the variable
+
+
+class _FakeCuda:
+    """``torch.cuda``'s memory queries on a device where other processes come and go."""
+
+    def __init__(self, frees: list[int], total: int = 100 << 30, reserved: int = 2 << 30) -> None:
+        self.frees, self.total, self.reserved = list(frees), total, reserved
+
+    def mem_get_info(self) -> tuple[int, int]:
+        return (self.frees.pop(0) if len(self.frees) > 1 else self.frees[0]), self.total
+
+    def memory_reserved(self) -> int:
+        return self.reserved
+
+    def max_memory_reserved(self) -> int:
+        return self.reserved
+
+
+def test_memory_held_elsewhere_and_what_an_out_of_memory_needed(monkeypatch):
+    import torch
+
+    fake = _FakeCuda([60 << 30])
+    for name in ("mem_get_info", "memory_reserved", "max_memory_reserved"):
+        monkeypatch.setattr(torch.cuda, name, getattr(fake, name))
+    assert gpu_share.elsewhere_bytes() == (100 - 60 - 2) << 30  # total less free less this process's reserve
+    oom = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity ...")
+    assert gpu_share.need_after_oom(oom) == (2 + 4) << 30
+    assert gpu_share.need_after_oom(RuntimeError("no figure")) == 2 << 30
+
+
+def test_a_run_alone_waits_for_room_and_logs_the_wait(monkeypatch, tmp_path):
+    import torch
+
+    fake = _FakeCuda([1 << 30, 3 << 30, 9 << 30])  # another worker's process ends on the third look
+    monkeypatch.setattr(torch.cuda, "mem_get_info", fake.mem_get_info)
+    monkeypatch.setenv(gpu_share.ENV, str(tmp_path / "locks"))
+    (tmp_path / "locks").mkdir()
+    monkeypatch.setenv(gpu_share.WAIT_LOG_ENV, str(tmp_path / "waits.txt"))
+    waited = gpu_share.wait_for_room(6 << 30, max_s=30, poll_s=0.05)
+    assert 0.08 <= waited < 5 and fake.frees == [9 << 30]
+    assert gpu_share.credited(str(tmp_path / "waits.txt")) == pytest.approx(waited, abs=0.01)
+    never = _FakeCuda([1 << 30])
+    monkeypatch.setattr(torch.cuda, "mem_get_info", never.mem_get_info)
+    assert 0.2 <= gpu_share.wait_for_room(6 << 30, max_s=0.2, poll_s=0.05) < 2  # bounded: then it runs anyway
+    assert gpu_share.wait_for_room(0, max_s=30) == 0.0  # nothing known to wait for

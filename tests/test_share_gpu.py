@@ -50,3 +50,62 @@ def test_baselines_follow_the_precision_policy(tmp_path, precision):
     else:
         assert "speedup_vs_compile_tf32" not in r
     assert f"|{precision}|" in r["timing"]["baseline_key"]
+
+
+BIG_TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+def get_inputs():
+    return [torch.rand(4 << 28)]  # 4 GiB of float32
+
+
+def get_init_inputs():
+    return []
+"""
+
+HOG = """
+import sys, time, torch
+free, _ = torch.cuda.mem_get_info()
+keep = torch.empty(free - (3 << 30), dtype=torch.uint8, device="cuda")  # leaves 3 GiB: the task needs 8
+print("held", flush=True)
+time.sleep(float(sys.argv[1]))
+"""
+
+
+def test_a_reference_out_of_memory_under_another_process_is_not_the_tasks_fault(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    from kernelskill.runner.sandbox import probe_task
+
+    task = tmp_path / "big_task.py"
+    task.write_text(BIG_TASK)
+    alone = probe_task(task, tmp_path / "alone", device="cuda")
+    assert alone["status"] == "correct", alone.get("error_digest")  # the task fits an idle GPU
+    hog = subprocess.Popen([sys.executable, "-c", HOG, "600"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert hog.stdout.readline().strip() == "held"
+        busy = probe_task(task, tmp_path / "busy", device="cuda")
+        assert busy["status"] == "harness_error", busy  # never "invalid_task": the memory is another process's
+        assert "other processes held" in busy["error_digest"], busy["error_digest"]
+    finally:
+        hog.kill()
+        hog.wait()
+    # shared through the eval's locks: the run alone waits for the other process to give its memory back
+    monkeypatch.setenv(gpu_share.ENV, str(tmp_path / "locks"))
+    hog = subprocess.Popen([sys.executable, "-c", HOG, "8"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert hog.stdout.readline().strip() == "held"
+        waited = probe_task(task, tmp_path / "shared", device="cuda")
+        assert waited["status"] == "correct", waited.get("error_digest")
+        assert waited["gpu_wait_s"]["exclusive"] > 1  # the run alone waited for the room
+    finally:
+        hog.kill()
+        hog.wait()
