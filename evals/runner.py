@@ -435,18 +435,33 @@ def _save_meta(
     write_json(out / "eval.json", meta)
 
 
-def _add_launch(out: Path, started: float, interrupted: bool, gpus: str, cluster: str = "") -> None:
-    meta = read_meta(out)
-    launch: dict[str, Any] = {
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-        "elapsed_s": time.time() - started,
-        "interrupted": interrupted,
-        "gpus": gpus,
-    }
-    if cluster:
-        launch["cluster"] = cluster
-    meta.setdefault("launches", []).append(launch)  # _save_meta moved an older eval.json's "sessions" here
-    write_json(out / "eval.json", meta)
+_LAUNCH_LOCK = threading.Lock()
+
+
+def _add_launch(out: Path, started: float, interrupted: bool, gpus: str, cluster: str = "", index: int = -1) -> int:
+    """Record this launch in eval.json (or update record ``index``): its start, time so far, whether cut short.
+
+    A launch is recorded when it starts (as interrupted, until it ends) and updated after each task, so
+    one killed without a word (a signal, a lost machine) still counts its time up to its last task.
+    """
+    with _LAUNCH_LOCK:
+        meta = read_meta(out)
+        launch: dict[str, Any] = {
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+            "elapsed_s": time.time() - started,
+            "interrupted": interrupted,
+            "gpus": gpus,
+        }
+        if cluster:
+            launch["cluster"] = cluster
+        launches = meta.setdefault("launches", [])  # _save_meta moved an older eval.json's "sessions" here
+        if 0 <= index < len(launches):
+            launches[index] = launch
+        else:
+            launches.append(launch)
+            index = len(launches) - 1
+        write_json(out / "eval.json", meta)
+        return index
 
 
 def _ray_launcher(ctx: Context, out: Path) -> Launch:
@@ -536,6 +551,7 @@ def run_eval(
     stop = threading.Event()
     started = time.time()
     interrupted = False
+    launch_index = _add_launch(out, started, True, gpus, ctx.cluster)
     threads: list[threading.Thread] = []
     try:
         finished, unusable = 0, 0
@@ -585,6 +601,7 @@ def run_eval(
                 if record["status"] == "interrupted":
                     return
                 row = task_row(spec, job.run_dir)
+                _add_launch(out, started, True, gpus, ctx.cluster, launch_index)
                 progress.task_done(spec, row["status"], result.wall_s, row["speedup_vs_eager"])
 
         threads = [
@@ -609,7 +626,7 @@ def run_eval(
         close = getattr(launcher, "close", None)
         if callable(close):
             close()
-    _add_launch(out, started, interrupted, gpus, ctx.cluster)
+    _add_launch(out, started, interrupted, gpus, ctx.cluster, launch_index)
     summary = rebuild(out)
     _say(console, summary_markdown(summary))
     _say(console, f"summary: {out / 'summary.md'}")

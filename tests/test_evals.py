@@ -7,6 +7,7 @@ import math
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -305,6 +306,42 @@ def test_resume_skips_finished_tasks(tmp_path):
     run_eval([2], tasks, 0, "", out, Context(scripted="s.json", device="cpu"), quiet(), launch=again)
     assert again.jobs == []
     assert len(json.loads((out / "eval.json").read_text())["launches"]) == 2
+
+
+KILLED_LAUNCH = """
+import os, signal, sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from test_evals import Context, FakeLauncher, quiet, report, review, run_eval
+
+
+def make_report(job):
+    if job.spec.key.endswith("02_killed"):
+        os.kill(os.getpid(), signal.SIGKILL)  # no handler runs, nothing after it is written
+    time.sleep(0.2)
+    return report(review(speedup=1.5))
+
+
+run_eval([2], Path(sys.argv[2]), 0, "", Path(sys.argv[3]), Context(scripted="s.json", device="cpu"), quiet(),
+         launch=FakeLauncher(make_report))
+"""
+
+
+def test_a_launch_killed_without_a_word_still_counts_its_time(tmp_path):
+    tasks = tmp_path / "tasks"
+    make_task(tasks, "01_first")
+    make_task(tasks, "02_killed")
+    out = tmp_path / "eval"
+    here = str(Path(__file__).parent)
+    done = subprocess.run([sys.executable, "-c", KILLED_LAUNCH, here, str(tasks), str(out)], timeout=300)
+    assert done.returncode == -signal.SIGKILL
+    (launch,) = json.loads((out / "eval.json").read_text())["launches"]
+    assert launch["interrupted"] and launch["elapsed_s"] >= 0.2  # recorded at its start, updated after its task
+    run_eval([2], tasks, 0, "", out, Context(scripted="s.json", device="cpu"), quiet(), launch=FakeLauncher())
+    first, second = json.loads((out / "eval.json").read_text())["launches"]
+    assert first == launch and not second["interrupted"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["elapsed_s"] == pytest.approx(first["elapsed_s"] + second["elapsed_s"])
 
 
 def test_unfinished_task_resumes_from_its_checkpoint(tmp_path):

@@ -100,7 +100,7 @@ def test_a_reference_out_of_memory_under_another_process_is_not_the_tasks_fault(
         hog.wait()
     # shared through the eval's locks: the run alone waits for the other process to give its memory back
     monkeypatch.setenv(gpu_share.ENV, str(tmp_path / "locks"))
-    hog = subprocess.Popen([sys.executable, "-c", HOG, "8"], stdout=subprocess.PIPE, text=True)
+    hog = subprocess.Popen([sys.executable, "-c", HOG, "25"], stdout=subprocess.PIPE, text=True)
     try:
         assert hog.stdout.readline().strip() == "held"
         waited = probe_task(task, tmp_path / "shared", device="cuda")
