@@ -20,7 +20,7 @@ from typing import Any
 
 from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
-from kernelskill.runner.sandbox import ChildFailure, needs_gpu_alone, run_child
+from kernelskill.runner.sandbox import ChildFailure, alone_request, needs_gpu_alone, run_child
 from kernelskill.runner.static_check import HEAVY_MODULES, HEAVY_OPS, forward_compute_ops
 
 SEED_MARK = "kernelskill compiler seed for"
@@ -124,7 +124,7 @@ def capture_variant(
     out = run_child("kernelskill.engine.inductor_seed", req, workdir, name, limit, spare=True, cancel=cancel)
     if not isinstance(out, ChildFailure) and needs_gpu_alone(out.result, req):
         limit = deadline.timeout(ctx.seed_timeout_s, reserve_s)
-        alone = {**req, "gpu_alone": True}
+        alone = {**req, **alone_request(out.result)}
         out = run_child("kernelskill.engine.inductor_seed", alone, workdir, name + "_alone", limit, cancel=cancel)
     if isinstance(out, ChildFailure):
         what = {"timeout": "timed out", "cancelled": "stopped"}.get(out.status, "crashed")

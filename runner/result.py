@@ -57,6 +57,7 @@ class ReviewResult(TypedDict, total=False):
     probe: dict[str, Any]  # a task probe's findings: input / output shapes and dtypes, the device
     wall_s: float
     gpu_wait_s: dict[str, float]  # seconds waited for a shared GPU's lock (shared / exclusive holds)
+    need_bytes: int  # after an out-of-memory: the device memory the run needed at least (for a run alone)
 
 
 def failure(status: ReviewStatus, digest: str, detail: str = "", candidate_id: str = "", **extra: Any) -> ReviewResult:

@@ -113,7 +113,9 @@ def run_review(
     result.setdefault("wall_s", out.wall_s)
     if needs_gpu_alone(result, req):
         # on a shared GPU another task's memory may be the cause: once more holding the GPU alone
-        again = run_review(task_path, source, workdir, candidate_id, timeout_s, device, **{**options, **alone(result)})
+        again = run_review(
+            task_path, source, workdir, candidate_id, timeout_s, device, **{**options, **alone_request(result)}
+        )
         again.setdefault("warnings", []).insert(
             0, f"reviewed again holding the shared GPU alone after: {result.get('error_digest', '')[:200]}"
         )
@@ -128,7 +130,7 @@ def run_review(
     return result
 
 
-def alone(result: Mapping[str, Any]) -> dict[str, Any]:
+def alone_request(result: Mapping[str, Any]) -> dict[str, Any]:
     """The request's additions for a run holding the shared GPU alone after ``result`` ran out of memory."""
     return {"gpu_alone": True, "need_bytes": float(result.get("need_bytes") or 0)}
 
@@ -163,7 +165,9 @@ def probe_task(
     result: ReviewResult = out.result
     result.setdefault("wall_s", out.wall_s)
     if needs_gpu_alone(result, req):
-        out = run_child(REVIEW_MODULE, {**req, **alone(result)}, work, "probe", timeout_s, env_extra=review_env())
+        out = run_child(
+            REVIEW_MODULE, {**req, **alone_request(result)}, work, "probe", timeout_s, env_extra=review_env()
+        )
         if isinstance(out, ChildFailure):
             return failure(_status(out), out.digest, out.log_tail, "probe", wall_s=out.wall_s)
         result = out.result

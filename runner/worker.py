@@ -280,6 +280,8 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
             gpu_share.wait_for_room(float(req.get("need_bytes") or 0))
         with gpu_share.hold(bool(req.get("gpu_alone")), "review") if ev.use_cuda else contextlib.nullcontext():
             result = _on_device(ev)
+        if ev.use_cuda and result["status"] != "correct" and "out of memory" in result["error_digest"].lower():
+            result["need_bytes"] = gpu_share.need_after_oom(result["error_digest"])  # for a run alone, if shared
     except TaskError as e:
         return failure("invalid_task", str(e), "", ev.cid, **ev.common)
     except Tampered as e:

@@ -443,8 +443,10 @@ def test_memory_held_elsewhere_and_what_an_out_of_memory_needed(monkeypatch):
         monkeypatch.setattr(torch.cuda, name, getattr(fake, name))
     assert gpu_share.elsewhere_bytes() == (100 - 60 - 2) << 30  # total less free less this process's reserve
     oom = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity ...")
-    assert gpu_share.need_after_oom(oom) == (2 + 4) << 30
-    assert gpu_share.need_after_oom(RuntimeError("no figure")) == 2 << 30
+    assert gpu_share.need_after_oom(oom) == 4 << 30
+    assert gpu_share.need_after_oom(RuntimeError("no figure")) == 0  # CUDA not started in this process: nothing held
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert gpu_share.need_after_oom("CUDA driver error: out of memory") == 2 << 30
 
 
 def test_a_run_alone_waits_for_room_and_logs_the_wait(monkeypatch, tmp_path):
