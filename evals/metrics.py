@@ -179,9 +179,14 @@ def cost_usd(input_tokens: int, output_tokens: int, prices: dict[str, float | No
     return run_cost_usd(input_tokens, output_tokens, prices.get("in"), prices.get("out"))
 
 
-def per_round(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Mean best-so-far speedup after each round, over the successful tasks with a GPU-timed best by then."""
-    curves = [r["curve"] for r in rows if r["status"] == "success" and r["curve"]]
+def per_round(rows: list[dict[str, Any]], kernels: str = "custom") -> list[dict[str, Any]]:
+    """Mean best-so-far speedup after each round, over the scored tasks with a GPU-timed best by then.
+
+    Scored as in :func:`summarize`: the custom-kernel successes (``kernels = custom``), or every correct
+    task (``any``).
+    """
+    scored = [r for r in rows if r["status"] == "success" or (kernels == "any" and r["correct"])]
+    curves = [r["curve"] for r in scored if r["curve"]]
     if not curves:
         return []
     out = []
@@ -280,7 +285,7 @@ def summarize(
         "kernels": kernels,
         "sol_pct_median": statistics.median(sol) if sol else None,
         "sol_pct_n": len(sol),
-        "per_round": per_round(done),
+        "per_round": per_round(done, kernels),
         "input_tokens": tokens_in,
         "output_tokens": tokens_out,
         "cost_usd": cost_usd(tokens_in, tokens_out, prices),

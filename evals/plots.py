@@ -84,17 +84,18 @@ def _speedup_distribution(summary: dict[str, Any]) -> Figure:
     return fig
 
 
-def _curve(rows: list[dict[str, Any]], level: int | None) -> list[dict[str, Any]]:
-    return per_round([r for r in rows if level is None or r["level"] == level])
+def _curve(rows: list[dict[str, Any]], level: int | None, kernels: str) -> list[dict[str, Any]]:
+    return per_round([r for r in rows if level is None or r["level"] == level], kernels)
 
 
 def _speedup_vs_round(summary: dict[str, Any]) -> Figure:
     fig, ax = _figure("Best-so-far speedup vs eager after each round (geometric mean)")
     rows = summary["rows"]
     levels = summary["levels"]
-    series = [(f"level {lv}", _curve(rows, lv)) for lv in levels]
+    kernels = summary.get("policy", {}).get("kernels", "custom")
+    series = [(f"level {lv}", _curve(rows, lv, kernels)) for lv in levels]
     if len(levels) > 1:
-        series.append(("all levels", _curve(rows, None)))
+        series.append(("all levels", _curve(rows, None, kernels)))
     series = [(name, [p for p in points if p["geo_mean"] is not None]) for name, points in series]
     series = [(name, points) for name, points in series if points]
     if not series:

@@ -252,7 +252,7 @@ def test_round_curve_and_per_round_means():
     rows = [
         {"status": "success", "curve": [1.0, 1.0, 2.0, 2.0]},
         {"status": "success", "curve": [None, 4.0]},  # stopped after round 1: carried forward
-        {"status": "correct_not_custom", "curve": [8.0, 8.0, 8.0, 8.0]},  # never in the speedups
+        {"status": "correct_not_custom", "correct": True, "curve": [8.0, 8.0, 8.0, 8.0]},  # kernels any only
     ]
     rows = [_blank_row() | r for r in rows]
     curve = summarize(rows)["per_round"]
@@ -260,6 +260,9 @@ def test_round_curve_and_per_round_means():
     assert curve[0]["arith_mean"] == pytest.approx(1.0)
     assert curve[1]["arith_mean"] == pytest.approx(2.5) and curve[1]["geo_mean"] == pytest.approx(2.0)
     assert curve[3]["geo_mean"] == pytest.approx(math.sqrt(8.0))
+    anyk = summarize(rows, kernels="any")["per_round"]  # scored like the speedups: every correct task
+    assert [p["tasks"] for p in anyk] == [2, 3, 3, 3]
+    assert anyk[0]["geo_mean"] == pytest.approx(math.sqrt(8.0)) and anyk[3]["geo_mean"] == pytest.approx(4.0)
 
 
 def _blank_row():
