@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelskill.report import cost_usd as run_cost_usd
+from kernelskill.runner.result import unusable_text
 
 from .suite import REPORT, TASK_RECORD, TaskSpec, log_tail, read_json
 
@@ -128,9 +129,7 @@ def task_row(spec: TaskSpec, run_dir: Path) -> dict[str, Any]:
     }
     report = read_json(run_dir / REPORT)
     if report and report.get("task_error"):  # the reference itself is unusable: no candidate was judged
-        row.update(
-            status="error", reason=f"unusable task: {report['task_error']}", stop_reason=report.get("stop_reason")
-        )
+        row.update(status="error", reason=unusable_text(report["task_error"]), stop_reason=report.get("stop_reason"))
     elif report:
         review = report.get("best_review") or {}
         correct = bool(review.get("correct"))

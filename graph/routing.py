@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from kernelskill.runner.result import unusable_text
+
 from . import deadline
 from .state import State
 
@@ -47,7 +49,7 @@ def decide_after_review(state: State) -> tuple[AfterReview, str]:
     rnd = state.get("round", 0)
     status = review["status"]
     if status == "invalid_task":
-        return "__end__", f"the reference task is unusable: {review.get('error_digest', '')}"
+        return "__end__", unusable_text(review.get("error_digest", ""))
     used = tokens_used(state)
     if budget.get("max_tokens") and used >= budget["max_tokens"]:
         return "__end__", f"token budget spent ({used} of {budget['max_tokens']} tokens)"

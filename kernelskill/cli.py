@@ -20,6 +20,7 @@ from kernelskill.cli_common import (
     console,
     context_or_exit,
 )
+from kernelskill.runner.result import unusable_text
 
 app = typer.Typer(
     rich_markup_mode=None, help="Turn a PyTorch module into verified, faster Triton kernels.", no_args_is_help=True
@@ -80,7 +81,7 @@ def _run(run: Any, resume: bool) -> None:
         progress.close()
     report = build_report(run, state)
     if state.get("task_error"):  # nothing was reviewed: one sentence, exit 2
-        console.print(f"[red]unusable task:[/] {state['task_error']}")
+        console.print(f"[red]{escape(unusable_text(state['task_error']))}[/]")
         console.print(f"report: {run.dir / 'report.md'}")
         raise typer.Exit(2)
     console.print()
@@ -200,7 +201,7 @@ def review(
     ] = False,
     precision: Precision = None,
 ) -> None:
-    """Review one candidate: exit 0 when it passes, 1 when rejected, 2 on unusable arguments."""
+    """Review one candidate: exit 0 when it passes, 1 when rejected, 2 on unusable arguments or task, or not judged."""
     import tempfile
 
     from kernelskill.runner.sandbox import run_review
@@ -224,6 +225,9 @@ def review(
         )
     if result["status"] == "invalid_task":
         console.print(f"[red]unusable task:[/] {result['error_digest']}")
+        raise typer.Exit(2)
+    if result["status"] == "harness_error":  # the reviewer's own failure: the candidate was not judged
+        console.print(f"[red]not judged[/] (the reviewer's own failure, not the candidate's): {result['error_digest']}")
         raise typer.Exit(2)
     if as_json:
         print(json.dumps(result, indent=2, default=str))

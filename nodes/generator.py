@@ -15,7 +15,8 @@ from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
 from kernelskill.graph.modes import engine_for, on_cuda
 from kernelskill.graph.state import Candidate, State, Task
-from kernelskill.runner.result import ReviewResult
+from kernelskill.runner import gpu_share
+from kernelskill.runner.result import DEVICE_BUSY, HELD_ELSEWHERE, ReviewResult
 from kernelskill.runner.sandbox import prestart_reviewer, prime_baselines, probe_task
 from kernelskill.skills_kb.retrieve import cards_text, retrieve
 
@@ -105,6 +106,9 @@ def generator(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     checked = probe_task(task["path"], run_dir(ctx) / "probe", _probe_timeout(ctx), ctx.device, ctx.seed)
     if checked["status"] == "invalid_task":  # a broken task: no candidate is written or reviewed
         return {**common, "budget": ctx.budget(), "task_error": checked["error_digest"], "current": _empty_seed("")}
+    if device_busy(checked):  # every review would meet the same full device: none is written or paid for
+        busy = f"{DEVICE_BUSY}: {checked['error_digest']} (free its memory, or choose another device)"
+        return {**common, "budget": ctx.budget(), "task_error": busy, "current": _empty_seed("")}
     if checked.get("probe"):
         task["probe"] = checked["probe"]
     primer = _start_baselines(ctx, task, checked)
@@ -155,6 +159,15 @@ def _start_baselines(ctx: Context, task: Task, checked: ReviewResult) -> threadi
     thread = threading.Thread(target=prime_baselines, args=args, daemon=True)
     thread.start()
     return thread
+
+
+def device_busy(probe: ReviewResult) -> bool:
+    """The probe ran out of memory while other processes held the device, on a GPU not shared through the eval's locks.
+
+    Shared through the locks, the probe has already waited for that memory, holding the GPU alone; the
+    run goes on there, and each review does the same.
+    """
+    return probe["status"] == "harness_error" and HELD_ELSEWHERE in probe["error_digest"] and not gpu_share.active()
 
 
 def _empty_seed(reasons: str) -> Candidate:

@@ -17,6 +17,15 @@ ReviewStatus = Literal[
     "harness_error",  # the reviewer's own code failed (e.g. out of memory comparing): not the candidate's fault
 ]
 
+HELD_ELSEWHERE = "while other processes held"  # in a harness error: the device's memory was another process's
+DEVICE_BUSY = "the device is busy, not the task"  # opens a run's task error when the probe met HELD_ELSEWHERE
+
+
+def unusable_text(task_error: str) -> str:
+    """How a run's ``task_error`` is said: an unusable task, or a device another process fills."""
+    return task_error if task_error.startswith(DEVICE_BUSY) else f"unusable task: {task_error}"
+
+
 FAILURE_STATUSES: frozenset[str] = frozenset(
     {"no_code", "compile_error", "runtime_error", "wrong_output", "timeout", "crashed", "rejected"}
 )

@@ -22,7 +22,7 @@ from . import gpu_share
 from .correctness import device_room, float64_reference, permitted_ops, permitted_run, seeded_forward
 from .env import tf32_matmuls, tf32_ops
 from .integrity import Integrity, Tampered
-from .result import ReviewResult, failure
+from .result import HELD_ELSEWHERE, ReviewResult, failure
 from .sandbox import read_key, request_paths, write_result
 
 
@@ -422,7 +422,7 @@ def _reference_phase(ev: Evaluation) -> None:
             elsewhere = gpu_share.elsewhere_bytes()
             if elsewhere >= gpu_share.ROOM_SLACK_BYTES:  # the device is shared: their memory, not the task's size
                 raise HarnessError(
-                    f"the reference ran out of memory on {ev.label} while other processes held "
+                    f"the reference ran out of memory on {ev.label} {HELD_ELSEWHERE} "
                     f"{elsewhere / 2**30:.1f} GiB of it: {first}"
                 ) from e
         raise TaskError(f"the reference does not fit in memory on {ev.label} with its first inputs: {first}") from e

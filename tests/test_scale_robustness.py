@@ -166,6 +166,55 @@ def test_optimize_stops_before_any_model_call_on_a_raising_reference(tmp_path):
     assert not (report["tokens"].get("total") or {}).get("input_tokens")  # no model call was paid
 
 
+BUSY_PROBE = failure(
+    "harness_error",
+    "the reference ran out of memory on cuda:0 (a GPU) while other processes held 120.0 GiB of it: out of memory",
+    candidate_id="probe",
+)
+
+
+def test_optimize_stops_before_any_model_call_on_a_device_another_process_fills(tmp_path, task_path, monkeypatch):
+    from kernelskill.nodes import generator
+    from kernelskill.runner import gpu_share
+
+    monkeypatch.setattr(generator, "probe_task", lambda *a, **k: dict(BUSY_PROBE))
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"label": "t", "rules": [{"role": "generator", "reply": "never asked"}]}))
+    args = ["optimize", str(task_path), "--scripted", str(script), "--device", "cpu"]
+    out = CliRunner().invoke(app, [*args, "--runs-dir", str(tmp_path / "runs")])
+    assert out.exit_code == 2, out.output
+    assert "the device is busy, not the task" in out.output and "unusable task" not in out.output
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["task_error"].startswith("the device is busy") and "120.0 GiB" in report["task_error"]
+    assert not report["stop_reason"].startswith("the reference task is unusable")
+    assert not (report["tokens"].get("total") or {}).get("input_tokens")  # no model call was paid
+    row_dir = tmp_path / "row"
+    row_dir.mkdir()
+    (row_dir / "report.json").write_text(json.dumps(report))
+    from kernelskill.evals.metrics import task_row
+    from kernelskill.evals.suite import TaskSpec
+
+    row = task_row(TaskSpec(1, task_path), row_dir)
+    assert row["status"] == "error" and row["reason"].startswith("the device is busy")
+    # shared through the eval's locks the probe has waited for the room already: the run goes on
+    monkeypatch.setenv(gpu_share.ENV, str(tmp_path / "locks"))
+    assert not generator.device_busy(dict(BUSY_PROBE))
+    monkeypatch.delenv(gpu_share.ENV)
+    assert generator.device_busy(dict(BUSY_PROBE))
+    assert not generator.device_busy(failure("harness_error", "the reviewer itself hit out of memory (comparing)"))
+
+
+def test_review_cli_exits_2_when_the_reviewer_itself_fails(tmp_path, monkeypatch):
+    broke = failure("harness_error", "the reviewer itself hit an error")
+    monkeypatch.setattr(sandbox, "run_review", lambda *a, **k: broke)
+    cand = tmp_path / "c.py"
+    cand.write_text((FIXTURES / "candidates" / "good.py").read_text())
+    out = CliRunner().invoke(app, ["review", str(FIXTURES / "tasks" / "scale_relu.py"), str(cand), "--device", "cpu"])
+    assert out.exit_code == 2, out.output
+    assert "not judged" in out.output and "REJECTED" not in out.output
+
+
 # ---- the reviewer's own failure ---------------------------------------------------------------------
 
 
