@@ -42,6 +42,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from . import gpu_share
+from .result import HELD_ELSEWHERE
+
 DEFAULT_TOL = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)}  # (atol, rtol)
 MAGNITUDE_GUARD = 0.05  # relative L2 error above which "allclose" alone is not trusted
 TRUTH_MARGIN = 2.0  # a candidate may be this many times as far from float64 as the reference is
@@ -503,8 +506,11 @@ def float64_reference(model: Any, inputs: list[Any], need_bytes: int, low_memory
     host_free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     if cpu_ok and need_bytes <= 0.5 * host_free:
         return run("cpu")
+    elsewhere = 0 if low_memory else gpu_share.elsewhere_bytes()
+    theirs = elsewhere >= gpu_share.ROOM_SLACK_BYTES and need_bytes <= 0.9 * (device_room() + elsewhere)
     raise NoRoom(
         f"the float64 run needs about {need_bytes / 2**30:.1f} GiB: it fits neither on the device"
         + (" (low-memory mode)" if low_memory else "")
+        + (f" ({HELD_ELSEWHERE} {elsewhere / 2**30:.1f} GiB of it)" if theirs else "")
         + (" nor, in time, on the CPU" if not cpu_ok else " nor in host memory")
     )

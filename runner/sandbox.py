@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import gpu_share
-from .result import ReviewResult, ReviewStatus, failure
+from .result import HELD_ELSEWHERE, ReviewResult, ReviewStatus, failure
 
 _SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL)", re.I)
 REVIEW_MODULE = "kernelskill.runner.worker"
@@ -130,21 +130,33 @@ def run_review(
     return result
 
 
+def _failure_text(result: Mapping[str, Any]) -> str:
+    return " ".join(str(result.get(k, "")) for k in ("error_digest", "error_detail", "error"))
+
+
 def alone_request(result: Mapping[str, Any]) -> dict[str, Any]:
-    """The request's additions for a run holding the shared GPU alone after ``result`` ran out of memory."""
-    return {"gpu_alone": True, "need_bytes": float(result.get("need_bytes") or 0)}
+    """The request's additions for a run holding the shared GPU alone after ``result`` ran out of memory.
+
+    The memory to wait for: the result's ``need_bytes``, else a float64 run's estimate in its text.
+    """
+    need = float(result.get("need_bytes") or 0)
+    if not need:
+        m = re.search(r"the float64 run needs about ([\d.]+) GiB", _failure_text(result))
+        need = float(m[1]) * 2**30 if m else 0.0
+    return {"gpu_alone": True, "need_bytes": need}
 
 
 def needs_gpu_alone(result: Mapping[str, Any], req: Mapping[str, Any]) -> bool:
     """A child's failed result (a review's or a capture's) that ran out of memory on a shared GPU, not yet alone.
 
-    Another task's memory may be the cause: the caller runs ``req`` once more with ``gpu_alone``.
+    Another task's memory may be the cause (an out-of-memory, or a float64 run of the reference skipped
+    while other processes held the device): the caller runs ``req`` once more with ``gpu_alone``.
     """
     if not gpu_share.active() or req.get("gpu_alone"):
         return False
     failed = result.get("status", "correct") != "correct" or result.get("ok") is False
-    text = " ".join(str(result.get(k, "")) for k in ("error_digest", "error_detail", "error")).lower()
-    return failed and ("out of memory" in text or "outofmemoryerror" in text)
+    text = _failure_text(result)
+    return failed and ("out of memory" in text.lower() or "outofmemoryerror" in text.lower() or HELD_ELSEWHERE in text)
 
 
 def probe_task(

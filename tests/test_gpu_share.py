@@ -464,3 +464,25 @@ def test_a_run_alone_waits_for_room_and_logs_the_wait(monkeypatch, tmp_path):
     monkeypatch.setattr(torch.cuda, "mem_get_info", never.mem_get_info)
     assert 0.2 <= gpu_share.wait_for_room(6 << 30, max_s=0.2, poll_s=0.05) < 2  # bounded: then it runs anyway
     assert gpu_share.wait_for_room(0, max_s=30) == 0.0  # nothing known to wait for
+
+
+def test_a_float64_run_skipped_for_other_processes_memory_is_run_again_alone(monkeypatch, tmp_path):
+    from kernelskill.runner.result import failure
+    from kernelskill.runner.sandbox import alone_request, needs_gpu_alone
+
+    skipped = failure(
+        "wrong_output",
+        "28/2147483648 elements exceed atol=0.0001 rtol=0.0001 (no float64 reference: NoRoom: the float64 run needs "
+        "about 32.0 GiB: it fits neither on the device (while other processes held 90.5 GiB of it) nor, in time, "
+        "on the CPU)",
+    )
+    own = failure("wrong_output", "(no float64 reference: NoRoom: the float64 run needs about 300.0 GiB: ...)")
+    capture = {"ok": False, "error": "self-check failed: " + skipped["error_digest"]}
+    assert not needs_gpu_alone(skipped, {})  # a GPU of its own: nobody else's memory to wait for
+    monkeypatch.setenv(gpu_share.ENV, str(tmp_path / "locks"))
+    assert needs_gpu_alone(skipped, {}) and needs_gpu_alone(capture, {})
+    assert not needs_gpu_alone(own, {})  # too large for the device whoever holds it: the answer stands
+    assert not needs_gpu_alone(skipped, {"gpu_alone": True})  # once
+    assert alone_request(skipped) == {"gpu_alone": True, "need_bytes": 32.0 * 2**30}
+    assert alone_request(capture)["need_bytes"] == 32.0 * 2**30
+    assert alone_request({**skipped, "need_bytes": 5}) == {"gpu_alone": True, "need_bytes": 5.0}
