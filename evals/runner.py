@@ -39,6 +39,7 @@ from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
 from kernelskill.runner import gpu_share
 from kernelskill.runner.env import CPUS_ENV, cpu_shares
+from kernelskill.runner.result import DEVICE_BUSY
 
 from .metrics import task_row
 from .report import rebuild, summary_markdown
@@ -313,6 +314,20 @@ def set_aside_stale(runs: Path, keys: list[str], retry_timeouts: bool) -> list[s
     return stale
 
 
+def set_aside_busy(runs: Path, keys: list[str]) -> list[str]:
+    """Set aside the runs of ``keys`` that stopped because another process filled the device; returns the keys.
+
+    Such a stop says nothing of the task (``DEVICE_BUSY``): the task starts over when the eval resumes.
+    """
+    busy = []
+    for key in keys:
+        error = str(read_json(runs / key / REPORT).get("task_error") or "")
+        if error.startswith(DEVICE_BUSY):
+            _set_aside(runs, key)
+            busy.append(key)
+    return busy
+
+
 def resume_command(
     levels: Sequence[int], tasks_dir: Path | None, limit: int, gpus: str, ctx: Context, timeout_s: float, out: Path
 ) -> str:
@@ -559,6 +574,9 @@ def run_eval(
         if moved:
             _say(console, f"starting over ({len(moved)}): {', '.join(moved)} (previous runs in {out / 'superseded'})")
         stale = set_aside_stale(runs, [spec.key for spec in specs], retry_timeouts)
+        busy = set_aside_busy(runs, [spec.key for spec in specs])
+        if busy:
+            _say(console, f"starting over ({len(busy)}), stopped on a device another process filled: {', '.join(busy)}")
         if stale:
             _say(
                 console,

