@@ -489,17 +489,15 @@ def build(req: dict[str, Any]) -> dict[str, Any]:
     seed = int(req.get("seed", 42))
     try:
         gpu_share.tune_alone(inductor=True)
-        if req.get("gpu_alone"):  # after an out-of-memory on the shared GPU: room first, then the GPU alone
-            gpu_share.wait_for_room(float(req.get("need_bytes") or 0))
-        # no-op unless shared: then timings wait for it
-        with gpu_share.hold(bool(req.get("gpu_alone")), f"seed:{variant}"):
+        # no-op unless shared: then timings wait for it (run alone after an out-of-memory: room first)
+        with gpu_share.hold(bool(req.get("gpu_alone")), f"seed:{variant}", float(req.get("need_bytes") or 0)):
             return _capture_and_check(req, task_path, variant, seed)
     except SeedError as e:
         return {"ok": False, "error": str(e), "variant": variant}
     except Exception as e:  # noqa: BLE001 - anything the compiler or the task raises is this variant's failure
         msg = str(e).strip().splitlines()
         failed = {"ok": False, "error": f"{type(e).__name__}: {msg[0][:300] if msg else ''}", "variant": variant}
-        if "out of memory" in str(e).lower():
+        if gpu_share.out_of_memory(f"{type(e).__name__}: {e}"):
             failed["need_bytes"] = gpu_share.need_after_oom(e)
         return failed
 

@@ -278,11 +278,14 @@ def supersede(runs: Path, keys: list[str], patterns: str) -> list[str]:
     both earlier directories (``KEY``, ``KEY.2``, ...).
     """
     globs = [g.strip() for g in patterns.split(",") if g.strip()]
-    moved = []
-    for key in keys:
-        if (runs / key).exists() and any(fnmatch.fnmatchcase(key, g) for g in globs):
-            _set_aside(runs, key)
-            moved.append(key)
+    return _set_aside_where(runs, keys, lambda key: any(fnmatch.fnmatchcase(key, g) for g in globs))
+
+
+def _set_aside_where(runs: Path, keys: list[str], start_over: Callable[[str], bool]) -> list[str]:
+    """Set aside the existing run directories of the ``keys`` for which ``start_over`` holds; returns those keys."""
+    moved = [key for key in keys if (runs / key).exists() and start_over(key)]
+    for key in moved:
+        _set_aside(runs, key)
     return moved
 
 
@@ -305,13 +308,12 @@ def set_aside_stale(runs: Path, keys: list[str], retry_timeouts: bool) -> list[s
     from kernelskill.runs import code_fingerprint, run_code
 
     now = code_fingerprint()
-    stale = []
-    for key in keys:
+
+    def stale(key: str) -> bool:
         began = run_code(runs / key)  # "" without a run.json
-        if began and began != now and not is_finished(runs / key, retry_timeouts):
-            _set_aside(runs, key)
-            stale.append(key)
-    return stale
+        return bool(began) and began != now and not is_finished(runs / key, retry_timeouts)
+
+    return _set_aside_where(runs, keys, stale)
 
 
 def set_aside_busy(runs: Path, keys: list[str]) -> list[str]:
@@ -319,13 +321,9 @@ def set_aside_busy(runs: Path, keys: list[str]) -> list[str]:
 
     Such a stop says nothing of the task (``DEVICE_BUSY``): the task starts over when the eval resumes.
     """
-    busy = []
-    for key in keys:
-        error = str(read_json(runs / key / REPORT).get("task_error") or "")
-        if error.startswith(DEVICE_BUSY):
-            _set_aside(runs, key)
-            busy.append(key)
-    return busy
+    return _set_aside_where(
+        runs, keys, lambda key: str(read_json(runs / key / REPORT).get("task_error") or "").startswith(DEVICE_BUSY)
+    )
 
 
 def resume_command(

@@ -367,9 +367,25 @@ def tune_alone(inductor: bool = False) -> None:
         _TUNED_ALONE.add("benchmarker.benchmark_gpu")
 
 
-def hold(alone: bool, label: str = "") -> contextlib.AbstractContextManager[None]:
-    """:func:`exclusive` for a process asked to run holding the GPU alone (``gpu_alone``), else :func:`shared`."""
-    return exclusive(label) if alone else shared(label)
+@contextmanager
+def hold(alone: bool, label: str = "", need_bytes: float = 0.0) -> Iterator[None]:
+    """:func:`exclusive` for a process asked to run holding the GPU alone (``gpu_alone``), else :func:`shared`.
+
+    Run alone after an out-of-memory, it first waits for ``need_bytes`` of free memory (:func:`wait_for_room`).
+    """
+    if not alone:
+        with shared(label):
+            yield
+        return
+    wait_for_room(need_bytes)
+    with exclusive(label):
+        yield
+
+
+def out_of_memory(text: str) -> bool:
+    """A failure's text says the device ran out of memory (PyTorch's message or its exception's name)."""
+    low = text.lower()
+    return "out of memory" in low or "outofmemoryerror" in low
 
 
 def waited() -> dict[str, float] | None:

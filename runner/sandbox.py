@@ -156,7 +156,7 @@ def needs_gpu_alone(result: Mapping[str, Any], req: Mapping[str, Any]) -> bool:
         return False
     failed = result.get("status", "correct") != "correct" or result.get("ok") is False
     text = _failure_text(result)
-    return failed and ("out of memory" in text.lower() or "outofmemoryerror" in text.lower() or HELD_ELSEWHERE in text)
+    return failed and (gpu_share.out_of_memory(text) or HELD_ELSEWHERE in text)
 
 
 def probe_task(

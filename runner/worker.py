@@ -276,11 +276,10 @@ def evaluate(req: dict[str, Any]) -> ReviewResult:
         bad = _load(ev)
         if bad:
             return bad
-        if ev.use_cuda and req.get("gpu_alone"):
-            gpu_share.wait_for_room(float(req.get("need_bytes") or 0))
-        with gpu_share.hold(bool(req.get("gpu_alone")), "review") if ev.use_cuda else contextlib.nullcontext():
+        alone, need = bool(req.get("gpu_alone")), float(req.get("need_bytes") or 0)
+        with gpu_share.hold(alone, "review", need) if ev.use_cuda else contextlib.nullcontext():
             result = _on_device(ev)
-        if ev.use_cuda and result["status"] != "correct" and "out of memory" in result["error_digest"].lower():
+        if ev.use_cuda and result["status"] != "correct" and gpu_share.out_of_memory(result["error_digest"]):
             result["need_bytes"] = gpu_share.need_after_oom(result["error_digest"])  # for a run alone, if shared
     except TaskError as e:
         return failure("invalid_task", str(e), "", ev.cid, **ev.common)
