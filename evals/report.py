@@ -62,7 +62,9 @@ def build_summary(out: Path, price_in: float | None = None, price_out: float | N
         "device": (meta.get("context") or {}).get("device"),
         "task_timeout_s": meta.get("task_timeout_s"),
         "workers": workers_line(
-            [str(s.get("gpus", "")) for s in launches_of(meta)], [s.get("cluster") for s in launches_of(meta)]
+            [str(s.get("gpus", "")) for s in launches_of(meta)],
+            [s.get("cluster") for s in launches_of(meta)],
+            [bool(s.get("gpu_locks")) for s in launches_of(meta)],
         ),
         "prices": prices,
         "elapsed_s": sum(float(s.get("elapsed_s") or 0) for s in launches_of(meta)),
@@ -183,8 +185,11 @@ def launches_of(meta: dict[str, Any]) -> list[dict[str, Any]]:
     return list(meta.get("launches") or meta.get("sessions") or [])
 
 
-def workers_line(launches: list[str], clusters: list[str | None] | None = None) -> str:
-    """How the launches of an eval spread its tasks: workers per GPU, whether GPUs were shared, or the Ray cluster."""
+def workers_line(launches: list[str], clusters: list[str | None] | None = None, locks: list[bool] | None = None) -> str:
+    """How the launches of an eval spread its tasks: workers per GPU, whether GPUs were shared, or the Ray cluster.
+
+    ``locks``: per launch, whether it shared its GPUs' locks with other evals (``--gpu-locks``).
+    """
     seen = []
     for i, gpus in enumerate(launches):
         ids = [g.strip() for g in gpus.split(",") if g.strip()]
@@ -196,7 +201,9 @@ def workers_line(launches: list[str], clusters: list[str | None] | None = None) 
         else:
             per = {g: ids.count(g) for g in dict.fromkeys(ids)}
             text = ", ".join(f"{n} on GPU {g}" for g, n in per.items())
-            if max(per.values()) > 1:
+            if locks and i < len(locks) and locks[i]:
+                text += " (GPU locks shared with other evals: every timing held the GPU alone)"
+            elif max(per.values()) > 1:
                 text += " (a shared GPU's timings held it alone)"
         if text not in seen:
             seen.append(text)

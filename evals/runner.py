@@ -327,7 +327,14 @@ def set_aside_busy(runs: Path, keys: list[str]) -> list[str]:
 
 
 def resume_command(
-    levels: Sequence[int], tasks_dir: Path | None, limit: int, gpus: str, ctx: Context, timeout_s: float, out: Path
+    levels: Sequence[int],
+    tasks_dir: Path | None,
+    limit: int,
+    gpus: str,
+    ctx: Context,
+    timeout_s: float,
+    out: Path,
+    gpu_locks: Path | None = None,
 ) -> str:
     """The command that resumes this eval (the same command with ``--out``)."""
     parts = ["kernelskill", "eval", "--level", ",".join(map(str, levels))]
@@ -337,6 +344,8 @@ def resume_command(
         parts += ["--limit", str(limit)]
     if gpus:
         parts += ["--gpus", gpus]
+    if gpu_locks:
+        parts += ["--gpu-locks", str(gpu_locks)]
     if ctx.cluster:
         parts += ["--cluster", ctx.cluster]
     parts += context_flags(ctx) + ["--task-timeout", f"{timeout_s:g}", "--out", str(out)]
@@ -451,7 +460,9 @@ def _save_meta(
 _LAUNCH_LOCK = threading.Lock()
 
 
-def _add_launch(out: Path, started: float, interrupted: bool, gpus: str, cluster: str = "", index: int = -1) -> int:
+def _add_launch(
+    out: Path, started: float, interrupted: bool, gpus: str, cluster: str = "", index: int = -1, locks: str = ""
+) -> int:
     """Record this launch in eval.json (or update record ``index``): its start, time so far, whether cut short.
 
     A launch is recorded when it starts (as interrupted, until it ends) and updated after each task, so
@@ -467,6 +478,8 @@ def _add_launch(out: Path, started: float, interrupted: bool, gpus: str, cluster
         }
         if cluster:
             launch["cluster"] = cluster
+        if locks:
+            launch["gpu_locks"] = locks
         launches = meta.setdefault("launches", [])  # _save_meta moved an older eval.json's "sessions" here
         if 0 <= index < len(launches):
             launches[index] = launch
@@ -515,6 +528,7 @@ def run_eval(
     launch: Launch | None = None,
     retry_timeouts: bool = False,
     rerun: str = "",
+    gpu_locks: Path | None = None,
 ) -> dict[str, Any]:
     """Run every unfinished task of the suite, then write summary.json, summary.md and the plots.
 
@@ -536,6 +550,9 @@ def run_eval(
         rerun: comma-separated glob patterns over task keys (``L1-46*,L3-0[36]*``): those tasks start
             over (e.g. after a change to the engine); their previous run directories are moved to
             ``superseded/`` in the eval directory, kept but no longer reported.
+        gpu_locks: a lock directory shared with other evals on this host: every GPU in ``gpus`` is then
+            shared through ``gpu_locks/gpuN`` (``runner.gpu_share``), so two evals running at once on one
+            GPU still time alone. By default only a GPU named twice is shared, through a directory of ``out``.
 
     Returns:
         The summary, with ``"interrupted": True`` when Ctrl-C stopped the run.
@@ -543,28 +560,32 @@ def run_eval(
     Raises:
         ValueError: on an unusable task selection (see :func:`~kernelskill.evals.suite.select_tasks`),
             when ``out`` was run under other precision / kernel-origin policies or another memory setting,
-            or when ``gpus`` and ``ctx.cluster`` are both given (Ray places the tasks).
+            when ``gpus`` and ``ctx.cluster`` are both given (Ray places the tasks), or when ``gpu_locks``
+            comes without ``gpus``.
     """
     from kernelskill.runs import runs_root
 
     if ctx.cluster and gpus:
         raise ValueError("--gpus names this host's GPUs; with --cluster Ray places the tasks: drop --gpus")
+    if gpu_locks and not [g for g in gpus.split(",") if g.strip()]:
+        raise ValueError("--gpu-locks shares the GPUs named by --gpus: name them (e.g. --gpus 0)")
     specs = select_tasks(list(levels), tasks_dir, limit)
     out = Path(out) if out else runs_root() / f"eval-L{'-'.join(map(str, levels))}-{time.strftime('%Y%m%d-%H%M%S')}"
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     _save_meta(out, specs, levels, tasks_dir, limit, gpus, ctx, task_timeout_s, price_in, price_out)
-    hint = resume_command(levels, tasks_dir, limit, gpus, ctx, task_timeout_s, out)
+    locks = str(Path(gpu_locks).resolve()) if gpu_locks else ""
+    hint = resume_command(levels, tasks_dir, limit, gpus, ctx, task_timeout_s, out, gpu_locks)
     launcher = launch or (_ray_launcher(ctx, out) if ctx.cluster else SubprocessLauncher())
     slots = getattr(launcher, "slots", None)
     workers = [""] * slots() if callable(slots) else [g.strip() for g in gpus.split(",") if g.strip()] or [""]
     shares = cpu_shares(len(workers))
-    shared_gpus = {g for g in workers if g and workers.count(g) > 1}
+    shared_gpus = {g for g in workers if g and (locks or workers.count(g) > 1)}
     todo: queue.Queue[TaskSpec] = queue.Queue()
     stop = threading.Event()
     started = time.time()
     interrupted = False
-    launch_index = _add_launch(out, started, True, gpus, ctx.cluster)
+    launch_index = _add_launch(out, started, True, gpus, ctx.cluster, locks=locks)
     threads: list[threading.Thread] = []
     try:
         finished, unusable = 0, 0
@@ -602,7 +623,7 @@ def run_eval(
         progress = _Progress(console, len(specs), finished + unusable, todo.qsize())
 
         def work(index: int, gpu: str) -> None:
-            share_dir = out / "gpu-share" / f"gpu{gpu}" if gpu in shared_gpus else None
+            share_dir = (Path(locks) if locks else out / "gpu-share") / f"gpu{gpu}" if gpu in shared_gpus else None
             while not stop.is_set():
                 try:
                     spec = todo.get_nowait()
@@ -617,7 +638,7 @@ def run_eval(
                 if record["status"] == "interrupted":
                     return
                 row = task_row(spec, job.run_dir)
-                _add_launch(out, started, True, gpus, ctx.cluster, launch_index)
+                _add_launch(out, started, True, gpus, ctx.cluster, launch_index, locks)
                 progress.task_done(spec, row["status"], result.wall_s, row["speedup_vs_eager"])
 
         threads = [
@@ -642,7 +663,7 @@ def run_eval(
         close = getattr(launcher, "close", None)
         if callable(close):
             close()
-    _add_launch(out, started, interrupted, gpus, ctx.cluster, launch_index)
+    _add_launch(out, started, interrupted, gpus, ctx.cluster, launch_index, locks)
     summary = rebuild(out)
     _say(console, summary_markdown(summary))
     _say(console, f"summary: {out / 'summary.md'}")

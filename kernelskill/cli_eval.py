@@ -56,6 +56,13 @@ def eval_cmd(
             "runs two workers on that GPU, each timing still holding it alone."
         ),
     ] = "",
+    gpu_locks: Annotated[
+        Path | None,
+        typer.Option(
+            help="A lock directory shared with other evals on this host: each GPU of --gpus is shared through it, "
+            "so evals running at once on one GPU still time it alone (default: only a GPU named twice is shared)."
+        ),
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="Eval run directory (reuse one to resume).")] = None,
     scripted: Annotated[str | None, typer.Option(help="Scripted-model file.")] = None,
     model: Annotated[str | None, typer.Option(help="Chat model for every role.")] = None,
@@ -136,6 +143,7 @@ def eval_cmd(
             price_out=price_out,
             retry_timeouts=retry_timeouts,
             rerun=rerun,
+            gpu_locks=gpu_locks,
         )
     except ValueError as e:
         console.print(f"[red]{e}[/]")

@@ -144,6 +144,40 @@ def test_eval_shares_a_gpu_named_twice(tmp_path, monkeypatch, gpus, shared):
             assert share is None
 
 
+def test_evals_running_at_once_share_one_gpus_locks_through_gpu_locks(tmp_path, monkeypatch):
+    from test_evals import FakeLauncher, make_task, quiet
+
+    from kernelskill.evals.report import build_summary
+    from kernelskill.evals.runner import run_eval
+    from kernelskill.graph.context import Context
+
+    tasks = tmp_path / "tasks"
+    make_task(tasks, "a")
+    monkeypatch.chdir(tmp_path)
+    envs = []
+    for out in ("one", "two"):  # one worker each: without --gpu-locks neither would lock at all
+        launcher = FakeLauncher()
+        run_eval(
+            [1], tasks, 0, "0", Path(out), Context(scripted="s.json"), quiet(), launch=launcher, gpu_locks=Path("locks")
+        )
+        envs += [job.env for job in launcher.jobs]
+        summary = build_summary(Path(out))
+        assert "GPU locks shared with other evals" in summary["workers"]
+    assert [e.get(gpu_share.ENV) for e in envs] == [str(tmp_path / "locks" / "gpu0")] * 2
+    with pytest.raises(ValueError, match="--gpu-locks shares the GPUs named by --gpus"):
+        run_eval(
+            [1],
+            tasks,
+            0,
+            "",
+            Path("three"),
+            Context(scripted="s.json"),
+            quiet(),
+            launch=FakeLauncher(),
+            gpu_locks=Path("locks"),
+        )
+
+
 def test_the_summary_says_how_workers_shared_gpus():
     from kernelskill.evals.report import workers_line
 
