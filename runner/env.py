@@ -53,6 +53,21 @@ def apply_cpu_share() -> list[int]:
     return cpus
 
 
+def policy_numerics(precision: str) -> None:
+    """Set this process's TF32 flags to the precision policy's, for everything it runs from now on.
+
+    Under ``tf32`` the baselines are timed with TF32 matmuls allowed, so the candidate runs so too: a
+    cuBLAS product it calls (``torch.matmul``, a compiled program's ``extern_kernels.mm``) reads the flag
+    when it runs, and a candidate may not set it itself (it would loosen the reference it is judged by).
+    Under ``fp32`` nothing changes: PyTorch's defaults (TF32 cuDNN convolutions, fp32 matmuls).
+    """
+    if precision != "tf32":
+        return
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+
+
 def tf32_matmuls(on: bool) -> Any:
     """Context allowing TF32 in matmuls (cuDNN convolutions already allow it by default), restored after."""
     import contextlib

@@ -20,7 +20,7 @@ from typing import Any
 
 from . import gpu_share
 from .correctness import device_room, float64_reference, permitted_ops, permitted_run, seeded_forward
-from .env import tf32_matmuls, tf32_ops
+from .env import policy_numerics, tf32_matmuls, tf32_ops
 from .integrity import Integrity, Tampered
 from .result import HELD_ELSEWHERE, ReviewResult, failure
 from .sandbox import read_key, request_paths, write_result
@@ -251,6 +251,7 @@ def load_for_profiling(req: dict[str, Any]) -> tuple[Any, list[Any]]:
 
     from .taskfile import load_task_module
 
+    policy_numerics(req.get("precision", "fp32"))  # as the review ran it
     task = load_task_module(req["task_path"], name="kernelskill_reference")
     sys.path.insert(0, str(Path(req["candidate_path"]).parent))
     module = _import_candidate(req["candidate_path"])
@@ -339,6 +340,7 @@ def _setup(ev: Evaluation) -> None:
     else:
         os.environ["TRITON_INTERPRET"] = "1"
     ev.device = "cuda" if ev.use_cuda else "cpu"
+    policy_numerics(ev.req.get("precision", "fp32"))  # before the integrity snapshot: the state it keeps
     ev.gpu = torch.cuda.get_device_name(0) if ev.use_cuda else ""
     ev.label = f"cuda:0 ({ev.gpu})" if ev.use_cuda else "cpu (triton interpreter)"
     ev.common = {"device": ev.label}

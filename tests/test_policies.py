@@ -101,6 +101,39 @@ def test_a_default_precision_dot_under_each_policy(tmp_path, precision, status):
         assert "precision fp32" in r["error_digest"] and "tf32x3" in r["error_digest"]
 
 
+# Right only when the process it runs in allows TF32 matmuls: it shows which numerics the reviewer gives it.
+FLAG_READER = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, s, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * s, mask=m)
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        c = a @ b
+        y = torch.empty_like(c)
+        s = 1.0 if torch.backends.cuda.matmul.allow_tf32 else 2.0
+        scale_kernel[(triton.cdiv(c.numel(), 1024),)](c, y, s, c.numel(), BLOCK=1024)
+        return y
+"""
+
+
+@pytest.mark.parametrize("precision, status", [("fp32", "wrong_output"), ("tf32", "correct")])
+def test_the_candidate_runs_under_the_policys_numerics(tmp_path, precision, status):
+    # Under tf32 eager and torch.compile are timed with TF32 matmuls allowed; a candidate's cuBLAS calls
+    # (torch.matmul, a compiled program's extern mm) must get the same flag, which it may not set itself.
+    r = run_review(MATMUL_TASK, FLAG_READER, tmp_path, f"flag_{precision}", device="cpu", precision=precision)
+    assert r["status"] == status, r.get("error_digest")
+
+
 def test_fp32_accurate_dots_pass_under_fp32(tmp_path):
     for precision in ("ieee", "tf32x3"):
         source = DEFAULT_DOT.replace("PRECISION", f', input_precision="{precision}"')
