@@ -244,3 +244,12 @@ def test_an_eval_dir_is_not_resumed_under_other_policies(tmp_path):
     with pytest.raises(ValueError, match="precision was fp32, now tf32"):
         run_eval([1], tasks, 0, "", out, Context(scripted="s.json", precision="tf32"), quiet(), launch=FakeLauncher())
     run_eval([1], tasks, 0, "", out, Context(scripted="s.json"), quiet(), launch=FakeLauncher())  # same: resumes
+
+
+def test_the_prompts_say_which_numerics_the_candidate_runs_under():
+    from kernelskill.nodes.model.target import precision_text
+
+    gemm = MATMUL_TASK.read_text()
+    assert "TF32 matmuls already allowed" in precision_text("tf32", gemm)
+    assert "rejected" in precision_text("fp32", gemm) and "already allowed" not in precision_text("fp32", gemm)
+    assert "already allowed" not in precision_text("fp32", CONV_REFERENCE)  # TF32 permitted, flags at defaults

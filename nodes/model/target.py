@@ -101,10 +101,16 @@ def profile_text(review: dict[str, Any]) -> str:
 def precision_text(precision: str, reference: str) -> str:
     """The precision policy as the prompts state it (the reviewer enforces the same rule)."""
     if tf32_allowed(precision, reference):
-        return (
+        text = (
             f"Precision policy {precision}: single-pass TF32 tensor-core products (Triton's default for fp32 "
             "tl.dot) are allowed for this task."
         )
+        if precision == "tf32":  # runner/env.py: policy_numerics
+            text += (
+                " Your module runs with PyTorch's TF32 matmuls already allowed, as eager and torch.compile are "
+                "timed; never set torch.backends flags yourself (the reviewer rejects it)."
+            )
+        return text
     return (
         f"Precision policy {precision}: every fp32 product must be fp32-accurate: tl.dot(..., "
         'input_precision="ieee") or "tf32x3"; single-pass TF32 (the default for fp32 tl.dot) is rejected.'
