@@ -38,8 +38,8 @@ demo: ## Whole graph on CPU, one bundled task, SCRIPTED model (no endpoint neede
 eval: ## Run the suite: make eval LEVEL=2 [TASKS=DIR] [LIMIT=K] [GPUS=0,1 | CLUSTER=ray[://HOST:PORT]] [EVAL_FLAGS=...]
 	$(KS) eval --level $(LEVEL) --limit $(LIMIT) $(if $(TASKS),--tasks $(TASKS)) $(if $(GPUS),--gpus $(GPUS)) $(if $(CLUSTER),--cluster $(CLUSTER)) $(EVAL_FLAGS)
 
-benchmarks: ## Reproduce docs/benchmarks.md on a CUDA machine: make benchmarks [KB=DIR] [GPUS=0,0] [BENCH=bench]
-	KS=$(KS) PY=$(PY) GPUS=$(or $(GPUS),0) BENCH=$(or $(BENCH),bench) KB=$(KB) bash evals/benchmarks.sh
+benchmarks: ## Reproduce docs/benchmarks.md on a CUDA machine: make benchmarks [KB=DIR] [GPUS=0,0] [BENCH=bench] [ARMS="any custom tf32"]
+	KS=$(KS) PY=$(PY) GPUS=$(or $(GPUS),0) BENCH=$(or $(BENCH),bench) KB=$(KB) ARMS="$(ARMS)" bash evals/benchmarks.sh
 
 studio: ## LangGraph Studio on the same graph (langgraph dev, offline)
 	@echo "LangGraph API at http://127.0.0.1:2024; Studio: https://smith.langchain.com/studio/?baseUrl=http://127.0.0.1:2024"

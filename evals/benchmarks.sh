@@ -9,8 +9,12 @@
 #                                              -> $BENCH/kernelbench-l1..3  (--rounds 1)
 # 4. our convolution kernels against cuDNN and torch.compile on every convolution of $KB/level1..2
 #    (the bundled suite's levels without KB)  -> $BENCH/bench-conv
-# Every eval uses the default policies (precision fp32, kernels any) unless EVAL_FLAGS says otherwise;
-# eager and torch.compile are timed in the same runs. Each eval directory's summary.md is the table.
+# Steps 2 and 3 run each level under the policy settings in ARMS (default "any custom tf32"):
+#   any    precision fp32, kernels any     -> suite-lN, kernelbench-lN
+#   custom precision fp32, kernels custom  -> suite-lN-custom, kernelbench-lN-custom
+#   tf32   precision tf32, kernels any     -> suite-l2-tf32, kernelbench-l2-tf32 (level 2 only)
+# EVAL_FLAGS is added to every eval; eager and torch.compile are timed in the same runs, each under its
+# eval's precision. Each eval directory's summary.md is the table.
 set -u
 KS=${KS:-.venv/bin/kernelskill}
 PY=${PY:-.venv/bin/python}
@@ -18,6 +22,7 @@ BENCH=${BENCH:-bench}
 GPUS=${GPUS:-0}
 LEVELS=${LEVELS:-1 2 3}
 TIMEOUT=${TASK_TIMEOUT:-300}
+ARMS=${ARMS:-any custom tf32}
 export KERNELSKILL_PATIENCE=${KERNELSKILL_PATIENCE:-1}
 mkdir -p "$BENCH"
 "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'benchmarks need a CUDA GPU')" || exit 2
@@ -25,14 +30,29 @@ if [ ! -s "$BENCH/gpu-tests.txt" ]; then
   "$PY" -m pytest -m gpu -rsP -q > "$BENCH/gpu-tests.txt" 2>&1
   tail -1 "$BENCH/gpu-tests.txt"
 fi
+arm_flags() {  # ARM LEVEL -> the directory suffix and the policy flags, or nothing when the arm skips the level
+  case "$1" in
+    any) echo "|--precision fp32 --kernels any" ;;
+    custom) echo "-custom|--precision fp32 --kernels custom" ;;
+    tf32) if [ "$2" = 2 ]; then echo "-tf32|--precision tf32 --kernels any"; fi ;;
+    *) echo "unknown arm '$1' in ARMS (any, custom, tf32)" >&2; exit 2 ;;
+  esac
+}
+run_arms() {  # NAME ROUNDS EVAL-ARGS...: every arm of ARMS on one level
+  local name=$1 rounds=$2 level=$3; shift 3
+  for A in $ARMS; do
+    spec=$(arm_flags "$A" "$level") || exit 2
+    [ -n "$spec" ] || continue
+    "$KS" eval "$@" --engine offline --rounds "$rounds" --task-timeout "$TIMEOUT" --retry-timeouts \
+      --gpus "$GPUS" --out "$BENCH/$name${spec%%|*}" ${spec#*|} ${EVAL_FLAGS:-} || exit $?
+  done
+}
 for L in $LEVELS; do
-  "$KS" eval --level "$L" --engine offline --rounds 2 --task-timeout "$TIMEOUT" --retry-timeouts \
-    --gpus "$GPUS" --out "$BENCH/suite-l$L" ${EVAL_FLAGS:-} || exit $?
+  run_arms "suite-l$L" 2 "$L" --level "$L"
 done
 if [ -n "${KB:-}" ]; then
   for L in $LEVELS; do
-    "$KS" eval --tasks "$KB/level$L" --engine offline --rounds 1 --task-timeout "$TIMEOUT" --retry-timeouts \
-      --gpus "$GPUS" --out "$BENCH/kernelbench-l$L" ${EVAL_FLAGS:-} || exit $?
+    run_arms "kernelbench-l$L" 1 "$L" --tasks "$KB/level$L"
   done
 fi
 if [ -n "${KB:-}" ]; then CONV_TASKS="$KB/level1 $KB/level2"; else CONV_TASKS=""; fi

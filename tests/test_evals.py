@@ -731,3 +731,25 @@ def test_a_level_folder_labels_its_tasks(tmp_path):
     assert default_level(None) == "1" and default_level(tmp_path) == "1"
     (tmp_path / "level2").mkdir()
     assert default_level(tmp_path / "level2") == "2" and default_level(tmp_path / "level2" / ".") == "2"
+
+
+def test_the_benchmark_script_runs_every_policy_arm(tmp_path):
+    # The script's commands, printed instead of run: a policy arm per level, tf32 on level 2 only.
+    script = Path(__file__).parent.parent / "evals" / "benchmarks.sh"
+    env = {**os.environ, "PY": "true", "KS": "echo", "LEVELS": "1 2", "KB": "/kb", "BENCH": "b"}
+    out = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    runs = {line.split("--out ")[1].split()[0]: line for line in out.stdout.splitlines() if "--out b/" in line}
+    assert sorted(runs) == sorted(
+        f"b/{suite}-l{lv}{arm}"
+        for suite in ("suite", "kernelbench")
+        for lv in (1, 2)
+        for arm in ("", "-custom", "-tf32")
+        if arm != "-tf32" or lv == 2
+    )
+    assert "--precision tf32 --kernels any" in runs["b/kernelbench-l2-tf32"]
+    assert "--precision fp32 --kernels custom" in runs["b/suite-l1-custom"]
+    bad = subprocess.run(
+        ["bash", str(script)], cwd=tmp_path, env={**env, "ARMS": "any bogus"}, capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "unknown arm 'bogus'" in bad.stderr
