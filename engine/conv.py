@@ -83,6 +83,7 @@ def ks_conv_fwd(
     KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
     TRANSPOSED: tl.constexpr, FLAT_K: tl.constexpr, DIRECT: tl.constexpr, HAS_BIAS: tl.constexpr,
     ACTIVATION: tl.constexpr, PRECISION: tl.constexpr, CONTIG_OUT: tl.constexpr, REDUCE: tl.constexpr,
+    POOL: tl.constexpr, PKD: tl.constexpr, PKH: tl.constexpr, PKW: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     """One (output positions x output channels) tile of one group and, when transposed, one phase.
@@ -96,7 +97,12 @@ def ks_conv_fwd(
     each sample's output positions are contiguous and a multiple of ``BLOCK_M`` (a forward convolution
     into a contiguous output), so the store is coalesced along positions. ``REDUCE`` (1): the tile is
     not stored; its mean over each sample's positions is added into ``Out`` (fp32, (N, channels),
-    zeroed), one atomic add per (sample in the tile, channel).
+    zeroed), one atomic add per (sample in the tile, channel). ``POOL`` (1 max, 2 average): a pooling whose
+    window (``PKD x PKH x PKW``, a power of two) is its stride, no padding, after the epilogue. The tile's
+    rows are then (pooled position, offset in its window), each window's rows adjacent, so the window is
+    reduced in registers and only the pooled tile is stored (``Out`` and its strides are the pooled
+    output's; ``REDUCE`` then means over the pooled positions). Not with a transposed convolution of more
+    than one phase (:func:`pool_fusable`).
     """
     pid = tl.program_id(0)
     pid_gp = tl.program_id(1)
@@ -111,10 +117,21 @@ def ks_conv_fwd(
     phase_w = phase % SW
 
     pos = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    qw = pos % QW
-    qh = (pos // QW) % QH
-    qd = (pos // (QW * QH)) % QD
-    n = pos // (QW * QH * QD)
+    if POOL != 0:  # row = (pooled position, offset in its window): a window's rows are adjacent
+        j = pos % (PKD * PKH * PKW)
+        pooled = pos // (PKD * PKH * PKW)
+        rw = pooled % (QW // PKW)
+        rh = (pooled // (QW // PKW)) % (QH // PKH)
+        rd = (pooled // ((QW // PKW) * (QH // PKH))) % (QD // PKD)
+        n = pooled // ((QW // PKW) * (QH // PKH) * (QD // PKD))
+        qw = rw * PKW + j % PKW
+        qh = rh * PKH + (j // PKW) % PKH
+        qd = rd * PKD + j // (PKW * PKH)
+    else:
+        qw = pos % QW
+        qh = (pos // QW) % QH
+        qd = (pos // (QW * QH)) % QD
+        n = pos // (QW * QH * QD)
     if TRANSPOSED:
         od = phase_d + SD * qd
         oh = phase_h + SH * qh
@@ -205,11 +222,30 @@ def ks_conv_fwd(
         acc += tl.load(Bias + chan, mask=chan_ok, other=0.0).to(tl.float32)
     if ACTIVATION == 1:
         acc = tl.maximum(acc, 0.0)
+    if POOL != 0:  # each window's rows reduced in registers: the tile becomes pooled positions x channels
+        win = tl.reshape(acc, (BLOCK_M // (PKD * PKH * PKW), PKD * PKH * PKW, BLOCK_N))
+        if POOL == 1:
+            acc = tl.max(win, axis=1)
+        else:
+            acc = tl.sum(win, axis=1) * (1.0 / (PKD * PKH * PKW))
+        row0 = pid_m * (BLOCK_M // (PKD * PKH * PKW))
+        row_last = row0 + BLOCK_M // (PKD * PKH * PKW) - 1
+        pooled = row0 + tl.arange(0, BLOCK_M // (PKD * PKH * PKW))
+        ow = pooled % (QW // PKW)
+        oh = (pooled // (QW // PKW)) % (QH // PKH)
+        od = (pooled // ((QW // PKW) * (QH // PKH))) % (QD // PKD)
+        per_sample = (QD // PKD) * (QH // PKH) * (QW // PKW)
+        n = pooled // per_sample
+        pos_ok = n < N
+        # (steps after the pooling)
+    else:
+        row0 = pid_m * BLOCK_M
+        row_last = row0 + BLOCK_M - 1
+        per_sample = QD * QH * QW
     if REDUCE == 1:  # the mean over each sample's positions: partial sums of this tile, one add per sample
         kept = tl.where(pos_ok[:, None] & chan_ok, acc, 0.0)
-        per_sample = QD * QH * QW
-        n_lo = (pid_m * BLOCK_M) // per_sample
-        n_hi = tl.minimum((pid_m * BLOCK_M + BLOCK_M - 1) // per_sample, N - 1)
+        n_lo = row0 // per_sample
+        n_hi = tl.minimum(row_last // per_sample, N - 1)
         for smp in range(n_lo, n_hi + 1):
             part = tl.sum(tl.where((n == smp)[:, None], kept, 0.0), axis=0) * INV_COUNT
             tl.atomic_add(Out + smp * son + (g * OC + oc) * soc, part, mask=oc_ok)  # (N, channels): small
@@ -341,6 +377,40 @@ def output_size(size: int, k: int, stride: int, pad: int, dil: int, transposed: 
     return (size + 2 * pad - dil * (k - 1) - 1) // stride + 1
 
 
+POOLS = {"max": 1, "avg": 2}  # the kernel's POOL
+MAX_WINDOW = 16  # positions of a fused pooling window (a power of two)
+
+
+def split_pool(steps: list[list[Any]] | None) -> tuple[list[list[Any]], list[Any] | None, list[list[Any]]]:
+    """An epilogue's steps before its pooling step, the pooling step (``["pool", "max" | "avg", window]``,
+    ``window`` one size per spatial dimension, each its stride) or None, and the steps after it."""
+    steps = list(steps or [])
+    at = [i for i, step in enumerate(steps) if step[0] == "pool"]
+    if not at:
+        return steps, None, []
+    if len(at) > 1:
+        raise ValueError("at most one pooling step in an epilogue")
+    return steps[: at[0]], steps[at[0]], steps[at[0] + 1 :]
+
+
+def pool_fusable(window: Sequence[int], out_space: Sequence[int], transposed: bool, stride: Sequence[int],
+                 in_per_group: int) -> str | None:  # fmt: skip
+    """Why a pooling of ``window`` (its stride, no padding) cannot be fused into the kernel's store, or None.
+
+    ``out_space``: the convolution's output extent per spatial dimension.
+    """
+    size = math.prod(window)
+    if any(k < 1 for k in window) or size & (size - 1) or size > MAX_WINDOW:
+        return f"window {list(window)}: fused only when its size is a power of two up to {MAX_WINDOW}"
+    if len(window) != len(out_space) or any(o < k for o, k in zip(out_space, window, strict=True)):
+        return f"window {list(window)} for an output of {list(out_space)}"
+    if transposed and any(v != 1 for v in stride):
+        return "a strided transposed convolution's phases split every window"
+    if in_per_group == 1 and not transposed:
+        return "the depthwise stencil stores its output whole"
+    return None
+
+
 def launch_config(in_per_group: int, out_per_group: int, taps: int = 1) -> dict[str, int]:
     """Tile sizes, warps and stages for :func:`ks_conv_fwd` (``tl.dot`` needs every tile side to be at least 16).
 
@@ -421,6 +491,7 @@ def conv(
     """
     if reduce not in (None, "mean"):
         raise ValueError(f"reduce {reduce!r}: None or 'mean'")
+    _, pool, _ = split_pool(epilogue)
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: one of {', '.join(PRECISIONS)}")
     if activation not in ACTIVATIONS:
@@ -440,6 +511,15 @@ def conv(
     space = [output_size(x5.shape[2 + i], k[i], s[i], p[i], d[i], transposed, op[i]) for i in range(3)]
     fp32 = x.dtype == torch.float32
     depthwise = c_g == 1 and not transposed
+    pk = (1, 1, 1)
+    if pool is not None:
+        if pool[1] not in POOLS:
+            raise ValueError(f"pooling {pool[1]!r}: one of {', '.join(POOLS)}")
+        why = pool_fusable(per_dim(pool[2], dims), space[3 - dims :], transposed, s[3 - dims :], c_g)
+        if why:
+            raise ValueError(f"pooling not fused: {why}")
+        pk = _triple(pool[2], dims, 1)
+    pooled = [space[i] // pk[i] for i in range(3)]
     if reduce and depthwise:  # the stencil kernel stores its output: reduced after it
         full = conv(x, weight, bias, stride, padding, dilation, groups, False, 0, precision, activation, packed,
                     epilogue, vectors, config)  # fmt: skip
@@ -447,7 +527,7 @@ def conv(
     if reduce:  # (N, channels) fp32 sums, added into by every tile
         out5 = torch.zeros((n, out_g * groups, 1, 1, 1), dtype=torch.float32, device=x.device)
     else:
-        out5 = torch.empty((n, out_g * groups, *space), dtype=x.dtype, device=x.device)
+        out5 = torch.empty((n, out_g * groups, *pooled), dtype=x.dtype, device=x.device)
     k_taps = k[0] * k[1] * k[2]
     cfg = {**launch_config(c_g, out_g, k_taps), **(config or {})}
     if config is None and not depthwise and conv_tune.enabled(x):  # the fastest of a few, per shape (conv_tune)
@@ -468,7 +548,8 @@ def conv(
     from torch.library import wrap_triton  # eager: a plain launch; under torch.compile: a kernel node
 
     base = ks_conv_depthwise if depthwise else ks_conv_fwd
-    kernel = epilogue_kernel(epilogue, len(vectors), base) if epilogue else base
+    steps = [step for step in epilogue or [] if step[0] != "pool"]
+    kernel = epilogue_kernel(epilogue, len(vectors), base) if steps else base
     flat = [a for v in vectors for a in (v.reshape(-1).contiguous(), v.numel())] if epilogue else []
     common = (x5.stride(), out5.stride(), (*s, *p, *d))
     if depthwise:  # fp32 multiply-adds: exact, whatever the precision policy
@@ -484,8 +565,9 @@ def conv(
     q = [triton.cdiv(space[i], s[i]) if transposed else space[i] for i in range(3)]
     phases = s[0] * s[1] * s[2] if transposed else 1
     steps = [s[i] // math.gcd(s[i], d[i]) for i in range(3)]
-    tiles = triton.cdiv(n * q[0] * q[1] * q[2], cfg["BLOCK_M"]) * triton.cdiv(out_g, cfg["BLOCK_N"])
-    contig = not transposed and not reduce and (space[0] * space[1] * space[2]) % cfg["BLOCK_M"] == 0
+    rows = n * q[0] * q[1] * q[2] if pool is None else n * math.prod(pooled) * math.prod(pk)
+    tiles = triton.cdiv(rows, cfg["BLOCK_M"]) * triton.cdiv(out_g, cfg["BLOCK_N"])
+    contig = not transposed and not reduce and pool is None and math.prod(space) % cfg["BLOCK_M"] == 0
     wrap_triton(kernel)[(tiles, groups * phases)](
         x5, wp, bias if bias is not None else wp, out5, *flat,
         n, c_g, *x5.shape[2:],
@@ -493,18 +575,18 @@ def conv(
         *q,
         *common[0], *common[1], *common[2],
         *steps,
-        1.0 / (space[0] * space[1] * space[2]),
+        1.0 / math.prod(pooled),
         KD=k[0], KH=k[1], KW=k[2],
         TRANSPOSED=transposed, FLAT_K=cfg["FLAT_K"], DIRECT=direct, HAS_BIAS=bias is not None,
         ACTIVATION=ACTIVATIONS[activation],
         PRECISION=("tf32" if precision == "tf32r" else precision) if fp32 else "ieee", CONTIG_OUT=contig,
-        REDUCE=1 if reduce else 0,
+        REDUCE=1 if reduce else 0, POOL=POOLS[pool[1]] if pool else 0, PKD=pk[0], PKH=pk[1], PKW=pk[2],
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )  # fmt: skip
     if reduce:
         return out5.reshape(n, out_g * groups).to(x.dtype)
-    return out5.reshape(n, out_g * groups, *space[3 - dims :])
+    return out5.reshape(n, out_g * groups, *pooled[3 - dims :])
 
 
 def from_module(module: Any, x: torch.Tensor, precision: str = "ieee") -> torch.Tensor:
@@ -707,9 +789,15 @@ def epilogue_kernel(steps: list[list[Any]], n_vectors: int, base: Any = None) ->
     src = src.replace(f"def {base_name}(", f"def {name}(", 1)
     extra = "".join(f"E{i}, E{i}_n, " for i in range(n_vectors))
     src = src.replace("    X, Wp, Bias, Out,\n", f"    X, Wp, Bias, Out, {extra}\n", 1)
+    before, pool, after = split_pool(steps)
+    if pool is not None and base is not ks_conv_fwd:
+        raise ValueError(f"a pooling is fused only into {ks_conv_fwd.fn.__name__}")
     marker = "    if ACTIVATION == 1:\n"
-    body = "".join(f"    {line}\n" for line in epilogue_lines(steps))
+    body = "".join(f"    {line}\n" for line in epilogue_lines(before))
     src = src.replace(marker, body + marker, 1)
+    if after:  # in the kernel's pooled branch, on the pooled tile
+        marker = "        # (steps after the pooling)\n"
+        src = src.replace(marker, "".join(f"        {line}\n" for line in epilogue_lines(after)), 1)
     helpers = "".join(f"@triton.jit\n{undecorated(h.fn)}\n\n" for h in (_round_tf32, _first_tap))
     text = f"import triton\nimport triton.language as tl\n\n\n{helpers}@triton.jit\n{src}"
     folder = Path(tempfile.gettempdir()) / "kernelskill-conv-epilogues"

@@ -488,6 +488,11 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
         node.target = conv_transpose_nd if transposed else conv_nd
         node.kwargs = {**node.kwargs, "precision": precision}
         steps, vectors, chain = _epilogue_chain(node) if fuse else ([], [], [node])
+        pool = _window_pool(chain[-1], node, transposed) if fuse else None
+        if pool is not None:  # the pooling, then the steps after it, on the pooled output
+            steps.append(pool[0])
+            chain.append(pool[1])
+            steps, vectors, chain = _epilogue_chain(pool[1], steps, vectors, chain)
         keepdim = _spatial_mean(chain[-1]) if fuse else None
         what = f"{name} -> our implicit-GEMM Triton kernel ({precision})"
         if steps or keepdim is not None:
@@ -503,7 +508,8 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
             for old in reversed(chain):
                 gm.graph.erase_node(old)
             if steps:
-                what += f", with {' / '.join(s[0] for s in steps)} fused before its store"
+                names = (f"{s[1]}_pool{len(s[2])}d {'x'.join(map(str, s[2]))}" if s[0] == "pool" else s[0] for s in steps)
+                what += f", with {' / '.join(names)} fused before its store"
             if keepdim is not None:
                 what += ", its spatial mean reduced in the kernel (the output is never stored)"
         done.append(what)
@@ -619,12 +625,82 @@ def _spatial_mean(node: Any) -> bool | None:
     return keepdim if spatial == set(range(2, out.dim())) and len(dims) == len(spatial) else None
 
 
-def _epilogue_chain(node: Any) -> tuple[list[list[Any]], list[Any], list[Any]]:
-    """The steps after convolution ``node`` the kernel can take, their operand nodes, and the chain of nodes."""
+_MAX_POOLS = {F.max_pool1d: 1, F.max_pool2d: 2, F.max_pool3d: 3}
+_AVG_POOLS = {F.avg_pool1d: 1, F.avg_pool2d: 2, F.avg_pool3d: 3}
+
+
+def _window_pool(node: Any, conv_node: Any, transposed: bool) -> tuple[list[Any], Any] | None:
+    """The kernel's pooling step for ``node``'s only user and that user, when the kernel can fuse it, else None.
+
+    Taken: max and average poolings whose stride is their window, without padding, dilation, ``ceil_mode``,
+    indices or a divisor override, where :func:`.conv.pool_fusable` allows the window (a power of two,
+    not across a strided transposed convolution's phases, not after a depthwise stencil).
+    """
+    from .conv import pool_fusable
+
     out = node.meta.get("example_value")
-    steps: list[list[Any]] = []
-    vectors: list[Any] = []
-    chain = [node]
+    if len(node.users) != 1 or not isinstance(out, torch.Tensor) or out.dim() < 3:
+        return None
+    user = next(iter(node.users))
+    kind = "max" if user.target in _MAX_POOLS else "avg" if user.target in _AVG_POOLS else None
+    dims = out.dim() - 2
+    if user.op != "call_function" or kind is None or {**_MAX_POOLS, **_AVG_POOLS}[user.target] != dims:
+        return None
+    args, kwargs = list(user.args), dict(user.kwargs)
+    names = ["input", "kernel_size", "stride", "padding"]
+    names += ["dilation", "ceil_mode", "return_indices"] if kind == "max" else ["ceil_mode", "count_include_pad",
+                                                                                 "divisor_override"]  # fmt: skip
+    if len(args) > len(names) or not args or args[0] is not node or set(kwargs) - set(names):
+        return None
+    given = {**dict(zip(names, args, strict=False)), **kwargs}
+    try:
+        window = [int(v) for v in _per_dim_static(given.get("kernel_size"), dims)]
+        stride = given.get("stride")
+        stride = window if stride is None or stride == [] or stride == () else _per_dim_static(stride, dims)
+        plain = [_per_dim_static(given.get("padding", 0), dims), _per_dim_static(given.get("dilation", 1), dims)]
+    except (TypeError, ValueError):
+        return None
+    if list(stride) != window or plain != [[0] * dims, [1] * dims] or given.get("ceil_mode", False) is not False:
+        return None
+    if given.get("return_indices", False) is not False or given.get("divisor_override") is not None:
+        return None
+    shape, conv_stride = _weight_shape(conv_node), _static_arg(conv_node, 3, "stride", 1)
+    if shape is None or not isinstance(conv_stride, (int, list, tuple)):
+        return None
+    try:
+        conv_stride = _per_dim_static(conv_stride, dims)
+    except (TypeError, ValueError):
+        return None
+    value = user.meta.get("example_value")
+    pooled = [*out.shape[:2], *(o // k for o, k in zip(out.shape[2:], window, strict=True))]
+    if not isinstance(value, torch.Tensor) or list(value.shape) != pooled or value.dtype != out.dtype:
+        return None
+    if pool_fusable(window, list(out.shape[2:]), transposed, conv_stride, 0 if transposed else shape[1]):
+        return None
+    return ["pool", kind, window], user
+
+
+def _per_dim_static(value: Any, dims: int) -> list[int]:
+    """A pooling or convolution argument (one int, or one per dimension) as ``dims`` ints; TypeError / ValueError."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value] * dims
+    values = list(value)
+    if len(values) == 1:
+        values = values * dims
+    if len(values) != dims or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise ValueError(f"{value!r}: not {dims} ints")
+    return values
+
+
+def _epilogue_chain(
+    node: Any, steps: list[list[Any]] | None = None, vectors: list[Any] | None = None, chain: list[Any] | None = None
+) -> tuple[list[list[Any]], list[Any], list[Any]]:
+    """The steps after ``node`` (a convolution, or its fused pooling) the kernel can take, their operand nodes,
+    and the chain of nodes, appended to ``steps``, ``vectors`` and ``chain`` when given."""
+    out = node.meta.get("example_value")
+    steps = [] if steps is None else steps
+    vectors = [] if vectors is None else vectors
+    chain = [node] if chain is None else chain
     if not isinstance(out, torch.Tensor):
         return steps, vectors, chain
     while len(chain[-1].users) == 1:

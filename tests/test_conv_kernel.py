@@ -176,6 +176,7 @@ COMPILE = textwrap.dedent(
         consts = {"KD": k[0], "KH": k[1], "KW": k[2], "TRANSPOSED": transposed, "FLAT_K": flat,
                   "DIRECT": direct, "REDUCE": int(transposed), "HAS_BIAS": True,
                   "ACTIVATION": 1, "PRECISION": precision, "CONTIG_OUT": not transposed,
+                  "POOL": 0, "PKD": 1, "PKH": 1, "PKW": 1,
                   "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"]}
         compiled = build(K.ks_conv_fwd, consts, ptrs, cfg["num_warps"], cfg["num_stages"])
         print("OK", transposed, flat, direct, compiled.metadata.shared)
@@ -184,6 +185,10 @@ COMPILE = textwrap.dedent(
     consts.update(TRANSPOSED=False, FLAT_K=False, DIRECT=False, REDUCE=0, PRECISION="tf32")
     build(kernel, consts, ptrs)
     print("OK epilogue")
+    kernel = K.epilogue_kernel([["sub", 0.5], ["pool", "max", [2, 2]], ["mish"]], 0)  # max pooling, then a step
+    build(kernel, {**consts, "POOL": 1, "PKH": 2, "PKW": 2, "CONTIG_OUT": False}, ptrs)
+    build(K.ks_conv_fwd, {**consts, "POOL": 2, "PKD": 2, "PKH": 2, "PKW": 2, "REDUCE": 1, "CONTIG_OUT": False}, ptrs)
+    print("OK pooled")
     dw = {"KD": 1, "KH": 3, "KW": 7, "HAS_BIAS": True, "ACTIVATION": 0, "BLOCK": 512}
     build(K.epilogue_kernel([["mul", "E0"]], 1, K.ks_conv_depthwise), dw, ptrs)
     print("OK depthwise")
@@ -197,7 +202,7 @@ def test_the_kernel_compiles_for_hopper():
     """The interpreter does not compile; Triton's own compiler for sm_90 does, without a GPU."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, timeout=300, env=env)
-    assert out.stdout.count("OK") == 7, out.stdout[-2000:] + out.stderr[-3000:]
+    assert out.stdout.count("OK") == 8, out.stdout[-2000:] + out.stderr[-3000:]
 
 
 def _rewritten(model, x):
@@ -461,6 +466,133 @@ def test_a_mean_over_space_after_the_tail_is_fused_into_the_kernel():
     for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+
+
+POOL_FN = {("max", 1): F.max_pool1d, ("max", 2): F.max_pool2d, ("max", 3): F.max_pool3d,
+           ("avg", 1): F.avg_pool1d, ("avg", 2): F.avg_pool2d, ("avg", 3): F.avg_pool3d}  # fmt: skip
+
+# (case, transposed, pooling, window, launch configuration or None for launch_config's)
+POOLED = {
+    "2d-max": ("2d", False, "max", [2, 2], None),  # 3 input channels: the flattened (tap, channel) reduction
+    "2d-avg-asymmetric": ("2d-asymmetric", False, "avg", [1, 4], None),
+    "2d-grouped-one-tap-per-step": ("2d-grouped", False, "max", [2, 2], {"FLAT_K": False, "BLOCK_K": 16}),
+    "2d-direct": ("2d-strided", False, "avg", [2, 2], {"DIRECT": True}),
+    "1d-dilated": ("1d-strided-dilated", False, "max", [2], None),
+    "3d-max": ("3d", False, "max", [1, 2, 2], {"BLOCK_M": 16}),  # tiles span several samples
+    "2d-many-channels": ("2d-many-channels", False, "avg", [2, 2], None),  # channel slices of 16
+    "2d-transposed-stride-1": ("2d", True, "max", [2, 2], None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POOLED))
+def test_a_pooling_is_reduced_in_the_kernels_store(name):
+    """The pooling (window = stride) after an epilogue, and steps after it: only the pooled tile is stored."""
+    case_name, transposed, kind, window, config = POOLED[name]
+    dims, _, _, _, s, p, d, g, _ = case = CASES[case_name]
+    if transposed:
+        s, d = 1, 1
+    x, w, b = _inputs(case, transposed, seed=21)
+    steps = [["sub", 0.25], ["tanh"], ["pool", kind, window], ["mul", "E0"], ["mish"]]
+    scale = torch.randn(w.shape[1] * g if transposed else w.shape[0], 1)
+    got = conv(x, w, b, s, p, d, g, transposed, epilogue=steps, vectors=[scale], config=config)
+    fn = TRANSPOSED[dims] if transposed else FORWARD[dims]
+    args = (s, p, 0, g, d) if transposed else (s, p, d, g)
+    y = torch.tanh(fn(x.double(), w.double(), b.double(), *args) - 0.25)
+    want = F.mish(POOL_FN[kind, dims](y, window) * scale.double().reshape(-1, *[1] * dims))
+    assert got.shape == want.shape and got.is_contiguous()
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+    mean = conv(x, w, b, s, p, d, g, transposed, epilogue=[["pool", kind, window]], config=config, reduce="mean")
+    torch.testing.assert_close(mean.double(), POOL_FN[kind, dims](fn(x.double(), w.double(), b.double(), *args),
+                                                                  window).mean(tuple(range(2, 2 + dims))),
+                               rtol=1e-5, atol=1e-6)  # fmt: skip
+
+
+def test_a_pooling_the_kernel_cannot_fuse_is_refused():
+    x, w, b = _inputs(CASES["2d"], transposed=False)
+    for steps, why in (
+        ([["pool", "max", [3, 3]]], "power of two"),
+        ([["pool", "max", [2, 2]], ["pool", "max", [2, 2]]], "at most one pooling"),
+        ([["pool", "min", [2, 2]]], "pooling 'min'"),
+        ([["pool", "max", [1, 8]]], "for an output of"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            conv(x, w, b, padding=1, epilogue=steps)
+    xt, wt, bt = _inputs(CASES["2d"], transposed=True)
+    with pytest.raises(ValueError, match="phases"):
+        conv(xt, wt, bt, stride=2, transposed=True, epilogue=[["pool", "avg", [2, 2]]])
+    xd, wd, bd = _inputs(CASES["2d-depthwise"], transposed=False)
+    with pytest.raises(ValueError, match="depthwise"):
+        conv(xd, wd, bd, padding=1, groups=6, epilogue=[["pool", "max", [2, 2]]])
+
+
+class _Pools(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(3, 8, 3)
+        self.b = torch.nn.ConvTranspose2d(3, 6, 3, padding=1)
+        self.c = torch.nn.Conv3d(3, 4, 3)
+        self.d = torch.nn.Conv2d(3, 8, 3)
+        self.e = torch.nn.ConvTranspose3d(3, 4, 3, stride=2, padding=1)
+        self.f = torch.nn.Conv2d(4, 4, 3, groups=4)
+        self.pool = torch.nn.MaxPool2d(2)
+
+    def forward(self, x, v, u):
+        a = F.mish(self.pool(F.hardswish(self.a(x) - 0.5)))
+        b = F.hardtanh(F.max_pool2d(self.b(x), kernel_size=2, stride=2), -1, 1).mean(dim=(2, 3), keepdim=True)
+        c = F.max_pool3d(self.c(v), 2)
+        d = F.avg_pool2d(torch.tanh(self.d(x)), 2)
+        left = (
+            F.avg_pool3d(self.e(v) * 0.5, 2),  # a strided transposed convolution: its phases split the windows
+            F.max_pool2d(self.f(u), 2),  # depthwise
+            F.max_pool2d(self.a(x), 3),  # a window of 9
+            F.max_pool2d(self.d(x), 2, stride=1),  # overlapping windows
+            F.max_pool2d(self.d(x), 2, padding=1),
+            F.avg_pool2d(self.d(x), 2, ceil_mode=True),
+        )
+        return a, torch.tanh(b), c, d, *left
+
+
+def test_a_graphs_pooling_after_the_tail_is_fused_into_the_kernel():
+    from kernelskill.engine.reformulate import conv_kernel_forms
+
+    torch.manual_seed(22)
+    model = _Pools().eval()
+    inputs = (torch.randn(2, 3, 11, 10), torch.randn(2, 3, 6, 7, 8), torch.randn(2, 4, 9, 9))
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(conv_kernel_forms(gm, "ieee"))
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
+        want = model(*inputs)
+    fused = [w.partition("with ")[2] for w in seen[0] if "pool" in w]
+    assert fused == [
+        "sub / hardswish / max_pool2d 2x2 / mish fused before its store",
+        "max_pool2d 2x2 / clamp fused before its store, its spatial mean reduced in the kernel (the output is "
+        "never stored)",
+        "max_pool3d 2x2x2 fused before its store",
+        "tanh / avg_pool2d 2x2 fused before its store",
+    ], seen
+    assert len(seen[0]) == 10
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_a_fused_pooling_traces_into_the_kernel_node():
+    code, output = aot_traced_code(
+        """
+        from kernelskill.engine.reformulate import conv_kernel_forms
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.MaxPool2d(2)).eval()
+        """,
+        'conv_kernel_forms(gm, "tf32r")',
+        "torch.compile(model, backend=backend, fullgraph=True)(torch.randn(2, 3, 10, 10))",
+    )
+    assert "triton_kernel_wrapper" in code and "max_pool" not in code, output
+    assert "'POOL': 1" in code and "'PKH': 2" in code and "'PKW': 2" in code, code
 
 
 def test_a_channels_last_input_is_rounded_in_place_of_a_layout_pass():
