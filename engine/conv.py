@@ -83,7 +83,7 @@ def ks_conv_fwd(
     KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
     TRANSPOSED: tl.constexpr, FLAT_K: tl.constexpr, DIRECT: tl.constexpr, HAS_BIAS: tl.constexpr,
     ACTIVATION: tl.constexpr, PRECISION: tl.constexpr, CONTIG_OUT: tl.constexpr, REDUCE: tl.constexpr,
-    POOL: tl.constexpr, PKD: tl.constexpr, PKH: tl.constexpr, PKW: tl.constexpr,
+    CHANNELS: tl.constexpr, POOL: tl.constexpr, PKD: tl.constexpr, PKH: tl.constexpr, PKW: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     """One (output positions x output channels) tile of one group and, when transposed, one phase.
@@ -97,7 +97,10 @@ def ks_conv_fwd(
     each sample's output positions are contiguous and a multiple of ``BLOCK_M`` (a forward convolution
     into a contiguous output), so the store is coalesced along positions. ``REDUCE`` (1): the tile is
     not stored; its mean over each sample's positions is added into ``Out`` (fp32, (N, channels),
-    zeroed), one atomic add per (sample in the tile, channel). ``POOL`` (1 max, 2 average): a pooling whose
+    zeroed), one atomic add per (sample in the tile, channel). ``CHANNELS`` (:data:`CHANNEL_OPS`): a
+    reduction over the output channels (min, max, sum, mean, logsumexp; the tile then has one column) or
+    their softmax, after the epilogue, with one group whose channels all fit in one tile (``BLOCK_N``).
+    ``POOL`` (1 max, 2 average): a pooling whose
     window (``PKD x PKH x PKW``, a power of two) is its stride, no padding, after the epilogue. The tile's
     rows are then (pooled position, offset in its window), each window's rows adjacent, so the window is
     reduced in registers and only the pooled tile is stored (``Out`` and its strides are the pooled
@@ -222,8 +225,29 @@ def ks_conv_fwd(
         acc += tl.load(Bias + chan, mask=chan_ok, other=0.0).to(tl.float32)
     if ACTIVATION == 1:
         acc = tl.maximum(acc, 0.0)
+    if CHANNELS != 0:  # over the output channels, all of them in this tile
+        if CHANNELS == 6:  # softmax: the tile keeps its shape
+            top = tl.max(tl.where(chan_ok, acc, float("-inf")), axis=1)
+            e = tl.where(chan_ok, tl.exp(acc - top[:, None]), 0.0)
+            acc = e / tl.sum(e, axis=1)[:, None]
+        else:
+            if CHANNELS == 1:
+                red = tl.min(tl.where(chan_ok, acc, float("inf")), axis=1)
+            elif CHANNELS == 2:
+                red = tl.max(tl.where(chan_ok, acc, float("-inf")), axis=1)
+            elif CHANNELS == 5:  # logsumexp
+                top = tl.max(tl.where(chan_ok, acc, float("-inf")), axis=1)
+                red = top + tl.log(tl.sum(tl.where(chan_ok, tl.exp(acc - top[:, None]), 0.0), axis=1))
+            else:
+                red = tl.sum(tl.where(chan_ok, acc, 0.0), axis=1)
+                if CHANNELS == 4:
+                    red = red / OC
+            acc = red[:, None]  # one column: channel 0 of the output
+            chan = tl.zeros((1, 1), dtype=tl.int32)
+            chan_ok = chan == 0
+        # (steps after the channel reduction)
     if POOL != 0:  # each window's rows reduced in registers: the tile becomes pooled positions x channels
-        win = tl.reshape(acc, (BLOCK_M // (PKD * PKH * PKW), PKD * PKH * PKW, BLOCK_N))
+        win = tl.reshape(acc, (BLOCK_M // (PKD * PKH * PKW), PKD * PKH * PKW, acc.shape[1]))
         if POOL == 1:
             acc = tl.max(win, axis=1)
         else:
@@ -379,18 +403,29 @@ def output_size(size: int, k: int, stride: int, pad: int, dil: int, transposed: 
 
 POOLS = {"max": 1, "avg": 2}  # the kernel's POOL
 MAX_WINDOW = 16  # positions of a fused pooling window (a power of two)
+CHANNEL_OPS = {"min": 1, "max": 2, "sum": 3, "mean": 4, "logsumexp": 5, "softmax": 6}  # the kernel's CHANNELS
+MAX_CHANNELS = 128  # output channels of a fused channel reduction (one tile holds them all)
 
 
-def split_pool(steps: list[list[Any]] | None) -> tuple[list[list[Any]], list[Any] | None, list[list[Any]]]:
-    """An epilogue's steps before its pooling step, the pooling step (``["pool", "max" | "avg", window]``,
-    ``window`` one size per spatial dimension, each its stride) or None, and the steps after it."""
-    steps = list(steps or [])
-    at = [i for i, step in enumerate(steps) if step[0] == "pool"]
-    if not at:
-        return steps, None, []
-    if len(at) > 1:
-        raise ValueError("at most one pooling step in an epilogue")
-    return steps[: at[0]], steps[at[0]], steps[at[0] + 1 :]
+def split_epilogue(steps: list[list[Any]] | None) -> dict[str, Any]:
+    """An epilogue's parts, in order: ``before``, ``channels``, ``between``, ``pool``, ``after``.
+
+    ``before``: element-wise steps; ``channels``: ``["channels", op]`` (:data:`CHANNEL_OPS`) or None;
+    ``between``: the steps after it; ``pool``: ``["pool", "max" | "avg", window]`` (``window``: one size
+    per spatial dimension, each its stride) or None; ``after``: the steps after the pooling.
+    """
+    parts: dict[str, Any] = {"before": [], "channels": None, "between": [], "pool": None, "after": []}
+    current = "before"
+    for step in steps or []:
+        if step[0] in ("channels", "pool"):
+            kind = step[0]
+            if parts[kind] is not None or (kind == "channels" and parts["pool"] is not None):
+                raise ValueError("at most one channel step and one pooling step, the channels first")
+            parts[kind] = step
+            current = "between" if kind == "channels" else "after"
+        else:
+            parts[current].append(step)
+    return parts
 
 
 def pool_fusable(window: Sequence[int], out_space: Sequence[int], transposed: bool, stride: Sequence[int],
@@ -491,7 +526,8 @@ def conv(
     """
     if reduce not in (None, "mean"):
         raise ValueError(f"reduce {reduce!r}: None or 'mean'")
-    _, pool, _ = split_pool(epilogue)
+    parts = split_epilogue(epilogue)
+    pool, channels = parts["pool"], parts["channels"]
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: one of {', '.join(PRECISIONS)}")
     if activation not in ACTIVATIONS:
@@ -520,14 +556,23 @@ def conv(
             raise ValueError(f"pooling not fused: {why}")
         pk = _triple(pool[2], dims, 1)
     pooled = [space[i] // pk[i] for i in range(3)]
+    out_c = out_g * groups
+    if channels is not None:
+        if channels[1] not in CHANNEL_OPS:
+            raise ValueError(f"channel step {channels[1]!r}: one of {', '.join(CHANNEL_OPS)}")
+        if groups != 1 or out_g > MAX_CHANNELS or depthwise:
+            raise ValueError(f"a channel step needs one group of at most {MAX_CHANNELS} output channels")
+        if reduce and channels[1] != "softmax":
+            raise ValueError("a channel reduction and a spatial mean are not fused together")
+        out_c = out_c if channels[1] == "softmax" else 1
     if reduce and depthwise:  # the stencil kernel stores its output: reduced after it
         full = conv(x, weight, bias, stride, padding, dilation, groups, False, 0, precision, activation, packed,
                     epilogue, vectors, config)  # fmt: skip
         return full.float().mean(dim=tuple(range(2, full.dim()))).to(x.dtype)
     if reduce:  # (N, channels) fp32 sums, added into by every tile
-        out5 = torch.zeros((n, out_g * groups, 1, 1, 1), dtype=torch.float32, device=x.device)
+        out5 = torch.zeros((n, out_c, 1, 1, 1), dtype=torch.float32, device=x.device)
     else:
-        out5 = torch.empty((n, out_g * groups, *pooled), dtype=x.dtype, device=x.device)
+        out5 = torch.empty((n, out_c, *pooled), dtype=x.dtype, device=x.device)
     k_taps = k[0] * k[1] * k[2]
     cfg = {**launch_config(c_g, out_g, k_taps), **(config or {})}
     if config is None and not depthwise and conv_tune.enabled(x):  # the fastest of a few, per shape (conv_tune)
@@ -539,6 +584,8 @@ def conv(
                         activation, None, epilogue, rv, tuned, reduce)  # fmt: skip
 
         cfg = conv_tune.tuned(x, weight, bias, vectors, geometry, precision, epilogue, reduce, cfg, c_g, run)
+    if channels is not None:  # every output channel in one tile
+        cfg["BLOCK_N"] = max(cfg["BLOCK_N"], triton.next_power_of_2(out_g))
     direct = bool(cfg.get("DIRECT")) and not depthwise
     cfg["FLAT_K"] = bool(cfg["FLAT_K"]) and not transposed and not direct
     rnd = fp32 and precision == "tf32r" and not depthwise and not direct
@@ -548,8 +595,8 @@ def conv(
     from torch.library import wrap_triton  # eager: a plain launch; under torch.compile: a kernel node
 
     base = ks_conv_depthwise if depthwise else ks_conv_fwd
-    steps = [step for step in epilogue or [] if step[0] != "pool"]
-    kernel = epilogue_kernel(epilogue, len(vectors), base) if steps else base
+    elementwise = [step for step in epilogue or [] if step[0] not in ("pool", "channels")]
+    kernel = epilogue_kernel(epilogue or [], len(vectors), base) if elementwise else base
     flat = [a for v in vectors for a in (v.reshape(-1).contiguous(), v.numel())] if epilogue else []
     common = (x5.stride(), out5.stride(), (*s, *p, *d))
     if depthwise:  # fp32 multiply-adds: exact, whatever the precision policy
@@ -580,13 +627,14 @@ def conv(
         TRANSPOSED=transposed, FLAT_K=cfg["FLAT_K"], DIRECT=direct, HAS_BIAS=bias is not None,
         ACTIVATION=ACTIVATIONS[activation],
         PRECISION=("tf32" if precision == "tf32r" else precision) if fp32 else "ieee", CONTIG_OUT=contig,
-        REDUCE=1 if reduce else 0, POOL=POOLS[pool[1]] if pool else 0, PKD=pk[0], PKH=pk[1], PKW=pk[2],
+        REDUCE=1 if reduce else 0, CHANNELS=CHANNEL_OPS[channels[1]] if channels else 0,
+        POOL=POOLS[pool[1]] if pool else 0, PKD=pk[0], PKH=pk[1], PKW=pk[2],
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )  # fmt: skip
     if reduce:
-        return out5.reshape(n, out_g * groups).to(x.dtype)
-    return out5.reshape(n, out_g * groups, *pooled[3 - dims :])
+        return out5.reshape(n, out_c).to(x.dtype)
+    return out5.reshape(n, out_c, *pooled[3 - dims :])
 
 
 def from_module(module: Any, x: torch.Tensor, precision: str = "ieee") -> torch.Tensor:
@@ -722,7 +770,7 @@ UNARY = {
     "mish": "acc * (2.0 * tl.sigmoid(2.0 * tl.where(acc > 20.0, acc, tl.log(1.0 + tl.exp(acc)))) - 1.0)",
 }
 BINARY = {"add": "acc + {v}", "sub": "acc - {v}", "rsub": "{v} - acc", "mul": "acc * {v}", "div": "acc / {v}",
-          "rdiv": "{v} / acc"}  # fmt: skip
+          "rdiv": "{v} / acc", "minimum": "tl.minimum(acc, {v})", "maximum": "tl.maximum(acc, {v})"}  # fmt: skip
 
 
 def epilogue_lines(steps: list[list[Any]]) -> list[str]:
@@ -789,15 +837,19 @@ def epilogue_kernel(steps: list[list[Any]], n_vectors: int, base: Any = None) ->
     src = src.replace(f"def {base_name}(", f"def {name}(", 1)
     extra = "".join(f"E{i}, E{i}_n, " for i in range(n_vectors))
     src = src.replace("    X, Wp, Bias, Out,\n", f"    X, Wp, Bias, Out, {extra}\n", 1)
-    before, pool, after = split_pool(steps)
-    if pool is not None and base is not ks_conv_fwd:
-        raise ValueError(f"a pooling is fused only into {ks_conv_fwd.fn.__name__}")
+    parts = split_epilogue(steps)
+    if (parts["pool"] or parts["channels"]) and base is not ks_conv_fwd:
+        raise ValueError(f"a pooling or channel step is fused only into {ks_conv_fwd.fn.__name__}")
     marker = "    if ACTIVATION == 1:\n"
-    body = "".join(f"    {line}\n" for line in epilogue_lines(before))
+    body = "".join(f"    {line}\n" for line in epilogue_lines(parts["before"]))
     src = src.replace(marker, body + marker, 1)
-    if after:  # in the kernel's pooled branch, on the pooled tile
-        marker = "        # (steps after the pooling)\n"
-        src = src.replace(marker, "".join(f"        {line}\n" for line in epilogue_lines(after)), 1)
+    for part, marker in (
+        ("between", "# (steps after the channel reduction)"),
+        ("after", "# (steps after the pooling)"),
+    ):
+        if parts[part]:  # in the kernel's branch for that step, on its tile
+            lines = "".join(f"        {line}\n" for line in epilogue_lines(parts[part]))
+            src = src.replace(f"        {marker}\n", lines, 1)
     helpers = "".join(f"@triton.jit\n{undecorated(h.fn)}\n\n" for h in (_round_tf32, _first_tap))
     text = f"import triton\nimport triton.language as tl\n\n\n{helpers}@triton.jit\n{src}"
     folder = Path(tempfile.gettempdir()) / "kernelskill-conv-epilogues"

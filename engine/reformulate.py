@@ -488,12 +488,21 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
         node.target = conv_transpose_nd if transposed else conv_nd
         node.kwargs = {**node.kwargs, "precision": precision}
         steps, vectors, chain = _epilogue_chain(node) if fuse else ([], [], [node])
-        pool = _window_pool(chain[-1], node, transposed) if fuse else None
+        across = _channel_step(chain[-1], node) if fuse else None
+        squeeze = False
+        if across is not None:  # over the channels; then, where the channel stays, the steps after it
+            steps.append(across[0])
+            chain.extend(across[1])
+            squeeze = not across[2]
+            if not squeeze:
+                steps, vectors, chain = _epilogue_chain(chain[-1], steps, vectors, chain)
+        pool = _window_pool(chain[-1], node, transposed) if fuse and not squeeze else None
         if pool is not None:  # the pooling, then the steps after it, on the pooled output
             steps.append(pool[0])
             chain.append(pool[1])
             steps, vectors, chain = _epilogue_chain(pool[1], steps, vectors, chain)
-        keepdim = _spatial_mean(chain[-1]) if fuse else None
+        reduced = across is not None and across[0][1] != "softmax"
+        keepdim = _spatial_mean(chain[-1]) if fuse and not reduced else None
         what = f"{name} -> our implicit-GEMM Triton kernel ({precision})"
         if steps or keepdim is not None:
             extra: dict[str, Any] = {"epilogue": json.dumps(steps), "vectors": vectors} if steps else {}
@@ -504,11 +513,22 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
             with gm.graph.inserting_before(last):
                 fused = gm.graph.call_function(node.target, node.args, {**node.kwargs, **extra})
             fused.meta = dict(last.meta)
-            last.replace_all_uses_with(fused)
+            result = fused
+            if squeeze:  # the kernel keeps the reduced channel dimension; the graph's result did not
+                value = last.meta.get("example_value")
+                fused.meta["example_value"] = value.unsqueeze(1) if isinstance(value, torch.Tensor) else value
+                with gm.graph.inserting_before(last):
+                    result = gm.graph.call_method("squeeze", (fused, 1))
+                result.meta = dict(last.meta)
+            last.replace_all_uses_with(result)
             for old in reversed(chain):
                 gm.graph.erase_node(old)
             if steps:
-                names = (f"{s[1]}_pool{len(s[2])}d {'x'.join(map(str, s[2]))}" if s[0] == "pool" else s[0] for s in steps)
+                names = (
+                    f"{s[1]}_pool{len(s[2])}d {'x'.join(map(str, s[2]))}" if s[0] == "pool"
+                    else f"{s[1]} over the channels" if s[0] == "channels" else s[0]
+                    for s in steps
+                )  # fmt: skip
                 what += f", with {' / '.join(names)} fused before its store"
             if keepdim is not None:
                 what += ", its spatial mean reduced in the kernel (the output is never stored)"
@@ -525,9 +545,10 @@ _UNARY_STEPS = {
 _BINARY_STEPS = {
     operator.add: "add", torch.add: "add", operator.sub: "sub", torch.sub: "sub",
     operator.mul: "mul", torch.mul: "mul", operator.truediv: "div", torch.div: "div",
+    torch.minimum: "minimum", torch.maximum: "maximum", torch.min: "minimum", torch.max: "maximum",
 }  # fmt: skip
 _METHOD_STEPS = {"relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh", "add": "add", "sub": "sub", "mul": "mul",
-                 "div": "div", "clamp": "clamp"}  # fmt: skip
+                 "div": "div", "clamp": "clamp", "minimum": "minimum", "maximum": "maximum"}  # fmt: skip
 
 
 def _per_channel(value: Any, out: Any) -> bool:
@@ -582,7 +603,10 @@ def epilogue_step(user: Any, cur: Any, out: Any, n_vectors: int) -> tuple[list[A
     if kwargs or len(args) != 2 or (args[0] is cur) == (args[1] is cur):
         return None
     other, first = (args[1], True) if args[0] is cur else (args[0], False)
-    op = target_kind if first or target_kind in ("add", "mul") else {"sub": "rsub", "div": "rdiv"}[target_kind]
+    symmetric = ("add", "mul", "minimum", "maximum")
+    op = target_kind if first or target_kind in symmetric else {"sub": "rsub", "div": "rdiv"}[target_kind]
+    if user.target in (torch.min, torch.max) and not hasattr(other, "meta"):
+        return None  # torch.min(x, 1): a dimension, not an operand
     if isinstance(other, (int, float)) and not isinstance(other, bool):
         return [op, float(other)], None
     value = other.meta.get("example_value") if hasattr(other, "meta") else None
@@ -625,8 +649,8 @@ def _spatial_mean(node: Any) -> bool | None:
     return keepdim if spatial == set(range(2, out.dim())) and len(dims) == len(spatial) else None
 
 
-_MAX_POOLS = {F.max_pool1d: 1, F.max_pool2d: 2, F.max_pool3d: 3}
-_AVG_POOLS = {F.avg_pool1d: 1, F.avg_pool2d: 2, F.avg_pool3d: 3}
+_MAX_POOLS: dict[Any, int] = {F.max_pool1d: 1, F.max_pool2d: 2, F.max_pool3d: 3}
+_AVG_POOLS: dict[Any, int] = {F.avg_pool1d: 1, F.avg_pool2d: 2, F.avg_pool3d: 3}
 
 
 def _window_pool(node: Any, conv_node: Any, transposed: bool) -> tuple[list[Any], Any] | None:
@@ -680,6 +704,74 @@ def _window_pool(node: Any, conv_node: Any, transposed: bool) -> tuple[list[Any]
     return ["pool", kind, window], user
 
 
+_CHANNEL_FUNCTIONS = {
+    torch.amin: "min", torch.amax: "max", torch.sum: "sum", torch.mean: "mean", torch.logsumexp: "logsumexp",
+    torch.softmax: "softmax", F.softmax: "softmax", torch.min: "min", torch.max: "max",
+}  # fmt: skip
+_CHANNEL_METHODS = {"amin": "min", "amax": "max", "sum": "sum", "mean": "mean", "logsumexp": "logsumexp",
+                    "softmax": "softmax", "min": "min", "max": "max"}  # fmt: skip
+
+
+def _channel_step(node: Any, conv_node: Any) -> tuple[list[Any], list[Any], bool] | None:
+    """``node``'s only user as the kernel's step over the channels, the nodes it replaces, and keepdim; or None.
+
+    Taken, over dimension 1 only, without ``dtype``: ``amin`` / ``amax`` / ``sum`` / ``mean`` /
+    ``logsumexp``, ``min`` / ``max`` with a dimension when only their values are used, and ``softmax``;
+    the convolution of one group, with at most :data:`.conv.MAX_CHANNELS` output channels.
+    """
+    from .conv import MAX_CHANNELS
+
+    out = node.meta.get("example_value")
+    if len(node.users) != 1 or not isinstance(out, torch.Tensor) or out.dim() < 3 or out.shape[1] > MAX_CHANNELS:
+        return None
+    groups = _static_arg(conv_node, 6, "groups", 1)
+    user = next(iter(node.users))
+    args, kwargs = list(user.args), dict(user.kwargs)
+    if user.op == "call_function":
+        op = _CHANNEL_FUNCTIONS.get(user.target)
+    elif user.op == "call_method":
+        op = _CHANNEL_METHODS.get(user.target)
+    else:
+        op = None
+    if op is None or groups != 1 or not args or args[0] is not node or kwargs.get("dtype") is not None:
+        return None
+    dim = args[1] if len(args) > 1 else kwargs.get("dim")
+    dims = (
+        [dim]
+        if isinstance(dim, int) and not isinstance(dim, bool)
+        else list(dim)
+        if isinstance(dim, (list, tuple))
+        else []
+    )
+    if len(dims) != 1 or not isinstance(dims[0], int) or dims[0] % out.dim() != 1:
+        return None
+    if op == "softmax":
+        extra = set(kwargs) - {"dim", "_stacklevel", "dtype"}
+        if len(args) > 2 and not (len(args) == 3 and user.target is F.softmax and args[2] is None) or extra:
+            return None
+        return ["channels", "softmax"], [user], True
+    keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    if len(args) > 3 or set(kwargs) - {"dim", "keepdim"} or not isinstance(keepdim, bool):
+        return None
+    nodes = [user]
+    if op in ("min", "max") and (
+        user.target in (torch.min, torch.max) or (user.op == "call_method" and user.target in ("min", "max"))
+    ):  # (values, indices): only the values may be used
+        if len(user.users) != 1:
+            return None
+        values = next(iter(user.users))
+        index = values.args[1] if values.op == "call_function" and len(values.args) == 2 else None
+        taken = (values.target is operator.getitem and index == 0) or (values.target is getattr and index == "values")
+        if not taken or values.args[0] is not user:
+            return None
+        nodes.append(values)
+    value = nodes[-1].meta.get("example_value")
+    want = [out.shape[0], *([1] if keepdim else []), *out.shape[2:]]
+    if not isinstance(value, torch.Tensor) or list(value.shape) != want or value.dtype != out.dtype:
+        return None
+    return ["channels", op], nodes, keepdim
+
+
 def _per_dim_static(value: Any, dims: int) -> list[int]:
     """A pooling or convolution argument (one int, or one per dimension) as ``dims`` ints; TypeError / ValueError."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -695,8 +787,11 @@ def _per_dim_static(value: Any, dims: int) -> list[int]:
 def _epilogue_chain(
     node: Any, steps: list[list[Any]] | None = None, vectors: list[Any] | None = None, chain: list[Any] | None = None
 ) -> tuple[list[list[Any]], list[Any], list[Any]]:
-    """The steps after ``node`` (a convolution, or its fused pooling) the kernel can take, their operand nodes,
-    and the chain of nodes, appended to ``steps``, ``vectors`` and ``chain`` when given."""
+    """The steps after ``node`` (a convolution, or its fused step) the kernel can take, operands, nodes.
+
+    Returned: the steps, their operand nodes and the chain of nodes, appended to ``steps``, ``vectors``
+    and ``chain`` when given.
+    """
     out = node.meta.get("example_value")
     steps = [] if steps is None else steps
     vectors = [] if vectors is None else vectors

@@ -176,7 +176,7 @@ COMPILE = textwrap.dedent(
         consts = {"KD": k[0], "KH": k[1], "KW": k[2], "TRANSPOSED": transposed, "FLAT_K": flat,
                   "DIRECT": direct, "REDUCE": int(transposed), "HAS_BIAS": True,
                   "ACTIVATION": 1, "PRECISION": precision, "CONTIG_OUT": not transposed,
-                  "POOL": 0, "PKD": 1, "PKH": 1, "PKW": 1,
+                  "CHANNELS": 0, "POOL": 0, "PKD": 1, "PKH": 1, "PKW": 1,
                   "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"]}
         compiled = build(K.ks_conv_fwd, consts, ptrs, cfg["num_warps"], cfg["num_stages"])
         print("OK", transposed, flat, direct, compiled.metadata.shared)
@@ -189,6 +189,11 @@ COMPILE = textwrap.dedent(
     build(kernel, {**consts, "POOL": 1, "PKH": 2, "PKW": 2, "CONTIG_OUT": False}, ptrs)
     build(K.ks_conv_fwd, {**consts, "POOL": 2, "PKD": 2, "PKH": 2, "PKW": 2, "REDUCE": 1, "CONTIG_OUT": False}, ptrs)
     print("OK pooled")
+    kernel = K.epilogue_kernel([["channels", "min"], ["tanh"], ["pool", "avg", [2, 2]], ["mul", 2.0]], 0)
+    build(kernel, {**consts, "CHANNELS": 1, "POOL": 2, "PKH": 2, "PKW": 2, "CONTIG_OUT": False}, ptrs)
+    for op in (5, 6):  # logsumexp, softmax
+        build(K.ks_conv_fwd, {**consts, "CHANNELS": op, "REDUCE": 0}, ptrs)
+    print("OK channels")
     dw = {"KD": 1, "KH": 3, "KW": 7, "HAS_BIAS": True, "ACTIVATION": 0, "BLOCK": 512}
     build(K.epilogue_kernel([["mul", "E0"]], 1, K.ks_conv_depthwise), dw, ptrs)
     print("OK depthwise")
@@ -202,7 +207,7 @@ def test_the_kernel_compiles_for_hopper():
     """The interpreter does not compile; Triton's own compiler for sm_90 does, without a GPU."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, timeout=300, env=env)
-    assert out.stdout.count("OK") == 8, out.stdout[-2000:] + out.stderr[-3000:]
+    assert out.stdout.count("OK") == 9, out.stdout[-2000:] + out.stderr[-3000:]
 
 
 def _rewritten(model, x):
@@ -367,7 +372,8 @@ def test_an_element_wise_tail_is_fused_into_the_kernel():
 @pytest.mark.gpu
 def test_every_form_on_the_gpu():
     """The compiled kernels (not the interpreter): every forward and transposed case, ieee products against fp64,
-    one fused epilogue, fp16 inputs, and larger convolutions in tf32r against fp64 of the TF32-rounded operands."""
+    one fused epilogue, fused poolings and steps over the channels, fp16 inputs, and larger convolutions in
+    tf32r against fp64 of the TF32-rounded operands."""
     dev = "cuda"
     for name, case in CASES.items():
         dims, _, _, _, s, p, d, g, _ = case
@@ -390,6 +396,20 @@ def test_every_form_on_the_gpu():
     steps = [["add", 0.5], ["mish"], ["clamp", -1.0, 1.5]]
     want = F.mish(F.conv2d(x.double(), w.double(), b.double(), padding=1, groups=4) + 0.5).clamp(-1.0, 1.5)
     torch.testing.assert_close(conv(x, w, b, padding=1, groups=4, epilogue=steps).double(), want, rtol=1e-5, atol=1e-5)
+    for name in sorted(POOLED):  # a fused pooling, and steps after it
+        case_name, transposed, kind, window, config = POOLED[name]
+        dims, _, _, _, s, p, d, g, _ = case = CASES[case_name]
+        s, d = (1, 1) if transposed else (s, d)
+        xp, wp, bp = (t.to(dev) for t in _inputs(case, transposed, seed=21))
+        got = conv(xp, wp, bp, s, p, d, g, transposed, epilogue=[["pool", kind, window], ["mish"]], config=config)
+        fn = TRANSPOSED[dims] if transposed else FORWARD[dims]
+        y = fn(xp.double(), wp.double(), bp.double(), *((s, p, 0, g, d) if transposed else (s, p, d, g)))
+        torch.testing.assert_close(got.double(), F.mish(POOL_FN[kind, dims](y, window)), rtol=1e-5, atol=1e-5, msg=name)
+    xc, wc, bc = (t.to(dev) for t in _inputs(CASES["2d-strided"], transposed=False, seed=23))
+    for op, ref in CHANNEL_REF.items():  # a step over the output channels
+        got = conv(xc, wc, bc, stride=2, epilogue=[["channels", op], ["tanh"]])
+        want = torch.tanh(ref(F.conv2d(xc.double(), wc.double(), bc.double(), stride=2)))
+        torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5, msg=op)
     got = conv(x.half(), w.half(), b.half(), padding=1, groups=4)
     assert got.dtype == torch.float16
     want = F.conv2d(x.double(), w.double(), b.double(), padding=1, groups=4)
@@ -511,7 +531,7 @@ def test_a_pooling_the_kernel_cannot_fuse_is_refused():
     x, w, b = _inputs(CASES["2d"], transposed=False)
     for steps, why in (
         ([["pool", "max", [3, 3]]], "power of two"),
-        ([["pool", "max", [2, 2]], ["pool", "max", [2, 2]]], "at most one pooling"),
+        ([["pool", "max", [2, 2]], ["pool", "max", [2, 2]]], "one pooling step"),
         ([["pool", "min", [2, 2]]], "pooling 'min'"),
         ([["pool", "max", [1, 8]]], "for an output of"),
     ):
@@ -593,6 +613,112 @@ def test_a_fused_pooling_traces_into_the_kernel_node():
     )
     assert "triton_kernel_wrapper" in code and "max_pool" not in code, output
     assert "'POOL': 1" in code and "'PKH': 2" in code and "'PKW': 2" in code, code
+
+
+CHANNEL_REF = {
+    "min": lambda t: t.amin(1, keepdim=True), "max": lambda t: t.amax(1, keepdim=True),
+    "sum": lambda t: t.sum(1, keepdim=True), "mean": lambda t: t.mean(1, keepdim=True),
+    "logsumexp": lambda t: t.logsumexp(1, keepdim=True), "softmax": lambda t: t.softmax(1),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("op", sorted(CHANNEL_REF))
+def test_a_step_over_the_output_channels_runs_in_the_tile(op):
+    """Every output channel is in the tile: reduced there (the output keeps one channel) or normalized (softmax),
+    with steps before and after it; a strided transposed convolution; then a pooling."""
+    x, w, b = _inputs(CASES["2d-strided"], transposed=False, seed=23)  # 5 output channels: a masked tile
+    steps = [["mul", 2.0], ["channels", op], ["tanh"], ["add", "E0"]]
+    shift = torch.randn(5 if op == "softmax" else 1)
+    got = conv(x, w, b, stride=2, epilogue=steps, vectors=[shift])
+    y = CHANNEL_REF[op](F.conv2d(x.double(), w.double(), b.double(), stride=2) * 2.0)
+    want = torch.tanh(y) + shift.double().reshape(-1, 1, 1)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+    *case, out_pad = TRANSPOSED_CASES["2d-stride2"]
+    x, w, b = _inputs(case, transposed=True, seed=24)
+    _, _, _, _, s, p, d, g, _ = case
+    got = conv(x, w, b, s, p, d, g, True, out_pad, epilogue=[["channels", op]], config={"BLOCK_M": 32})
+    want = CHANNEL_REF[op](F.conv_transpose2d(x.double(), w.double(), b.double(), s, p, out_pad, g, d))
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+    x, w, b = _inputs(CASES["2d"], transposed=False, seed=25)
+    got = conv(x, w, b, padding=1, epilogue=[["channels", op], ["pool", "max", [2, 2]]], config={"BLOCK_M": 32})
+    want = F.max_pool2d(CHANNEL_REF[op](F.conv2d(x.double(), w.double(), b.double(), padding=1)), 2)
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_channel_step_the_kernel_cannot_fuse_is_refused():
+    x, w, b = _inputs(CASES["2d-grouped"], transposed=False)
+    with pytest.raises(ValueError, match="one group"):
+        conv(x, w, b, padding=1, groups=4, epilogue=[["channels", "min"]])
+    x, w, b = _inputs(CASES["2d"], transposed=False)
+    with pytest.raises(ValueError, match="channel step 'median'"):
+        conv(x, w, b, epilogue=[["channels", "median"]])
+    with pytest.raises(ValueError, match="the channels first"):
+        conv(x, w, b, epilogue=[["pool", "max", [2, 2]], ["channels", "min"]])
+    with pytest.raises(ValueError, match="spatial mean"):
+        conv(x, w, b, epilogue=[["channels", "sum"]], reduce="mean")
+    big = torch.randn(200, 3, 3, 3)
+    with pytest.raises(ValueError, match="at most 128"):
+        conv(x, big, epilogue=[["channels", "max"]])
+
+
+class _AcrossChannels(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(3, 8, 3)
+        self.b = torch.nn.ConvTranspose2d(3, 6, 4, stride=2, padding=1)
+        self.c = torch.nn.Conv3d(3, 4, 3)
+        self.grouped = torch.nn.Conv2d(4, 8, 3, groups=2)
+        self.bias = torch.nn.Parameter(torch.randn(8, 1, 1))
+
+    def forward(self, x, v, u):
+        fused = (
+            torch.tanh(torch.tanh(torch.min(self.a(x), dim=1, keepdim=True)[0])),
+            torch.min(self.a(x) * 2.0, dim=1)[0],  # the channel dimension dropped: squeezed after the kernel
+            torch.sigmoid((torch.softmax(self.b(x), dim=1) + 0.5) * 2.0),
+            torch.clamp(torch.logsumexp(self.c(v), dim=1, keepdim=True) - 0.1, min=-1, max=1),
+            F.max_pool3d(F.softmax(self.c(v), dim=1), 2),
+            self.a(x).amax(1, keepdim=True),
+            self.a(x).sum(dim=1),
+            self.a(x).mean(1, keepdim=True),
+            (torch.min(self.a(x), torch.tensor(0.5)) + self.bias) * 2.0,  # element-wise minimum, a 0-d operand
+        )
+        left = (self.grouped(u).amin(1), torch.max(self.a(x), 1))  # two groups; the indices are used
+        return *fused, left[0], left[1][0], left[1][1]
+
+
+def test_a_graphs_step_over_the_channels_is_fused_into_the_kernel():
+    from kernelskill.engine.reformulate import conv_kernel_forms
+
+    torch.manual_seed(25)
+    model = _AcrossChannels().eval()
+    inputs = (torch.randn(2, 3, 11, 10), torch.randn(2, 3, 6, 7, 8), torch.randn(2, 4, 9, 9))
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(conv_kernel_forms(gm, "ieee"))
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
+        want = model(*inputs)
+    assert [w.partition("with ")[2].removesuffix(" fused before its store") for w in seen[0]] == [
+        "min over the channels / tanh / tanh",
+        "mul / min over the channels",
+        "softmax over the channels / add / mul / sigmoid",
+        "logsumexp over the channels / sub / clamp",
+        "softmax over the channels / max_pool3d 2x2x2",
+        "max over the channels",
+        "sum over the channels",
+        "mean over the channels",
+        "minimum / add / mul",
+        "",
+        "",
+    ], seen
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
 
 
 def test_a_channels_last_input_is_rounded_in_place_of_a_layout_pass():
