@@ -23,8 +23,13 @@ A depthwise convolution (one input channel per group) has no channel reduction t
 
 The epilogue adds the bias, then runs in registers whatever element-wise steps followed the
 convolution in the task's graph (numbers and per-channel tensors as operands, activations, clamps:
-:func:`epilogue_lines`), before the single store of the output tile. Each distinct epilogue is its own
-generated kernel (:func:`epilogue_kernel`).
+:func:`epilogue_lines`), before the single store of the output tile. Then, in this order, each optional
+(:func:`split_epilogue`): a step over the output channels (a reduction to one channel, or a softmax),
+when one tile holds them all; a max or average pooling whose window is its stride (a power of two of
+positions: the tile's rows are ordered window by window, so a window is reduced in registers); and a mean
+over every spatial position; each with the element-wise steps after it. Only the result is stored: a
+pooled output is 4-8 times smaller than the convolution's. Each distinct epilogue is its own generated
+kernel (:func:`epilogue_kernel`).
 
 Numerics: fp32 inputs multiply in ``precision``: ``ieee`` (exact fp32), ``tf32x3`` (3xTF32, near fp32),
 ``tf32`` (one TF32 product), or ``tf32r``, which is ``tf32`` with both operands first rounded to the
@@ -522,7 +527,10 @@ def conv(
     input as it is laid out, exact whatever ``precision``, for groups of few input channels; without it,
     on a GPU, the fastest of a few configurations for this convolution: :mod:`.conv_tune`).
     ``reduce="mean"``: the result's mean over all spatial positions, ``(batch, channels)``, reduced in
-    the kernel (the convolution's output is never stored).
+    the kernel (the convolution's output is never stored). ``epilogue`` may hold one ``["channels", op]``
+    step (:data:`CHANNEL_OPS`; one group of at most :data:`MAX_CHANNELS` output channels; a reduction keeps
+    one channel) and, after it, one ``["pool", "max" | "avg", window]`` step (:func:`pool_fusable`); the
+    output then has the pooled shape.
     """
     if reduce not in (None, "mean"):
         raise ValueError(f"reduce {reduce!r}: None or 'mean'")

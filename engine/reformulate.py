@@ -469,7 +469,9 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
     the element-wise steps that follow a convolution, each the only user of the one before, with
     numbers or per-channel tensors as operands and the convolution's shape and dtype
     (:func:`epilogue_step`), are computed in the kernel before its store (the graph loses those nodes);
-    a mean over every spatial dimension after them (:func:`_spatial_mean`) is reduced in the kernel,
+    then a step over the output channels (:func:`_channel_step`: min, max, sum, mean, logsumexp, softmax)
+    and the steps after it; then a pooling whose window is its stride (:func:`_window_pool`) and the steps
+    after it; then a mean over every spatial dimension (:func:`_spatial_mean`), reduced in the kernel,
     which then stores only that mean.
     """
     import json
