@@ -1,6 +1,7 @@
 """Our convolution kernel against cuDNN and torch.compile, on every convolution of a set of tasks.
 
     python -m kernelskill.evals.bench_conv [--tasks DIR ...] [--out DIR] [--precision tf32r]
+    python -m kernelskill.evals.bench_conv --tasks DIR --fusions   # what each convolution fuses (CPU)
 
 Every task file of the folders (default: the bundled suite's levels) is traced on the meta device
 (no memory, no compute), and each distinct convolution its reference calls (``torch.conv{1,2,3}d``,
@@ -58,6 +59,43 @@ def trace_convs(task_path: Path) -> list[dict[str, Any]]:
     with torch.no_grad(), Spy():
         model(*inputs)
     return found
+
+
+def fusions(task_path: Path, precision: str = "tf32r") -> list[str]:
+    """What the offline engine's ``conv_kernel`` rewrite does to each convolution of ``task_path``'s forward.
+
+    One line per convolution (``engine/reformulate.py: conv_kernel_forms``: the epilogue, channel step,
+    pooling and spatial mean fused into our kernel), from TorchDynamo's graph of the reference traced on
+    the meta device: no memory, no compute, no GPU.
+    """
+    import torch
+
+    from kernelskill.engine.reformulate import conv_kernel_forms
+    from kernelskill.runner.taskfile import load_task_module
+
+    task = load_task_module(str(task_path), cpu=False, name="bench_conv_fusions_task")
+    with torch.device("meta"):
+        model = task.Model(*task.get_init_inputs()).eval()
+        inputs = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    seen: list[str] = []
+
+    class Traced(Exception):
+        pass
+
+    def backend(gm: Any, example_inputs: Any) -> Any:
+        seen.extend(conv_kernel_forms(gm, precision))
+        raise Traced  # the rewritten graph is not run
+
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            torch.compile(model, backend=backend)(*inputs)
+    except Exception as e:  # noqa: BLE001 - Dynamo wraps the backend's exception
+        if not any(isinstance(x, Traced) for x in (e, e.__cause__, e.__context__)) and not seen:
+            raise
+    finally:
+        torch._dynamo.reset()
+    return seen
 
 
 def _conv_record(op: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -243,8 +281,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--precision", default="tf32r", help="our kernel's products: ieee, tf32x3, tf32 or tf32r")
     ap.add_argument("--config", default="{}", help="our kernel's launch parameters as JSON, e.g. '{\"DIRECT\": true}'")
     ap.add_argument("--list", action="store_true", help="only list the convolutions found (no GPU needed)")
+    ap.add_argument("--fusions", action="store_true",
+                    help="only list what each task's convolutions fuse in our kernel (no GPU needed)")  # fmt: skip
     args = ap.parse_args(argv)
     folders = args.tasks or sorted(TASKS_DIR.glob("level*"))
+    if args.fusions:
+        for folder in folders:
+            for path in sorted(folder.glob("*.py"), key=lambda f: (len(f.name.split("_")[0]), f.name)):
+                try:
+                    lines = fusions(path, args.precision)
+                except Exception as e:  # noqa: BLE001 - one task that does not trace is a line, not the end
+                    lines = [f"not traced: {type(e).__name__}: {str(e)[:160]}"]
+                for line in lines:
+                    print(f"{folder.name}/{path.name}: {line}", flush=True)
+        return 0
     found = list(task_convs(folders))
     if args.list:
         for task, rec in found:

@@ -109,3 +109,45 @@ def test_a_second_run_into_the_same_folder_measures_only_what_is_missing(tmp_pat
     assert '"tuned": true' in (tmp_path / "out" / "bench_conv.jsonl").read_text()
     table = (tmp_path / "out" / "bench_conv.md").read_text()
     assert table.count("| tasks/t |") == 2 and "out of memory" not in table
+
+
+POOLED_TASK = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(16, 64, 3)
+            self.pool = nn.MaxPool2d(2)
+
+        def forward(self, x):
+            y = torch.min(self.conv(x), dim=1, keepdim=True)[0]
+            return self.pool(torch.tanh(self.conv(x) - 0.5)), torch.tanh(y)
+
+    def get_inputs():
+        return [torch.randn(256, 16, 512, 512)]  # 4 GB: traced on the meta device
+
+    def get_init_inputs():
+        return []
+    """
+)
+
+
+def test_the_fusions_listing_says_what_each_convolution_fuses_without_a_gpu(tmp_path, capsys):
+    from kernelskill.evals.bench_conv import main
+
+    (tmp_path / "1_pooled.py").write_text(POOLED_TASK)
+    (tmp_path / "2_broken.py").write_text("raise RuntimeError('no model here')\n")
+    assert main(["--tasks", str(tmp_path), "--fusions"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    name = tmp_path.name
+    assert lines[:2] == [
+        f"{name}/1_pooled.py: conv2d -> our implicit-GEMM Triton kernel (tf32r), with min over the channels / tanh "
+        "fused before its store",
+        f"{name}/1_pooled.py: conv2d -> our implicit-GEMM Triton kernel (tf32r), with sub / tanh / max_pool2d 2x2 "
+        "fused before its store",
+    ], lines[:2]
+    assert lines[2].startswith(f"{name}/2_broken.py: not traced: TaskFileError:") and "no model here" in lines[2]
+    assert len(lines) == 3
