@@ -784,12 +784,18 @@ BINARY = {"add": "acc + {v}", "sub": "acc - {v}", "rsub": "{v} - acc", "mul": "a
 def epilogue_lines(steps: list[list[Any]]) -> list[str]:
     """Kernel lines for ``steps``: ``[op]``, ``[op, scalar]``, ``[op, "E<i>"]`` (a per-channel vector) or a clamp.
 
-    ``["clamp", lo, hi]`` (either may be None) and ``["leaky_relu", slope]`` take numbers.
+    ``["clamp", lo, hi]`` (either may be None) and ``["leaky_relu", slope]`` take numbers. A value read
+    again later: ``["save", k]`` keeps ``acc`` as ``r<k>``, ``["load", k]`` makes ``r<k>`` ``acc`` again,
+    and ``"R<k>"`` is a binary step's operand (``x * sigmoid(x)``: save 0, sigmoid, mul R0).
     """
     lines = []
     for step in steps:
         op, args = step[0], step[1:]
-        if op in UNARY:
+        if op == "save":  # a value read again later (the steps form a graph, not a chain)
+            lines.append(f"r{int(args[0])} = acc")
+        elif op == "load":
+            lines.append(f"acc = r{int(args[0])}")
+        elif op in UNARY:
             lines.append(f"acc = {UNARY[op]}")
         elif op == "leaky_relu":
             lines.append(f"acc = tl.where(acc >= 0.0, acc, acc * {float(args[0])!r})")
@@ -801,7 +807,9 @@ def epilogue_lines(steps: list[list[Any]]) -> list[str]:
                 lines.append(f"acc = tl.minimum(acc, {float(hi)!r})")
         elif op in BINARY:
             (operand,) = args
-            if isinstance(operand, str):  # E<i>: one value per output channel (or one for all)
+            if isinstance(operand, str) and operand.startswith("R"):  # a value kept by a "save" step
+                v = f"r{int(operand[1:])}"
+            elif isinstance(operand, str):  # E<i>: one value per output channel (or one for all)
                 v = f"v{operand[1:]}"
                 lines.append(f"{v} = tl.load({operand} + (chan % {operand}_n), mask=chan_ok, other=0.0).to(tl.float32)")
             else:

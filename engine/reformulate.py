@@ -61,7 +61,7 @@ import itertools
 import math
 import operator
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import Any
 
 import torch
@@ -466,9 +466,10 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
 
     In place; returns what was rewritten. A call whose padding is a string (``"same"``) or whose input is
     not a floating tensor is left alone. ``precision``: the kernel's products for fp32 inputs. ``fuse``:
-    the element-wise steps that follow a convolution, each the only user of the one before, with
-    numbers or per-channel tensors as operands and the convolution's shape and dtype
-    (:func:`epilogue_step`), are computed in the kernel before its store (the graph loses those nodes);
+    the element-wise steps that follow a convolution, with numbers, per-channel tensors or values computed
+    before them as operands and the convolution's shape and dtype (:func:`epilogue_step`; a chain, or a
+    graph whose values are read more than once, :func:`_epilogue_dag`, as long as only its last value is
+    read outside it), are computed in the kernel before its store (the graph loses those nodes);
     then a step over the output channels (:func:`_channel_step`: min, max, sum, mean, logsumexp, softmax)
     and the steps after it; then a pooling whose window is its stride (:func:`_window_pool`) and the steps
     after it; then a mean over every spatial dimension (:func:`_spatial_mean`), reduced in the kernel,
@@ -529,7 +530,7 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
                 names = (
                     f"{s[1]}_pool{len(s[2])}d {'x'.join(map(str, s[2]))}" if s[0] == "pool"
                     else f"{s[1]} over the channels" if s[0] == "channels" else s[0]
-                    for s in steps
+                    for s in steps if s[0] not in ("save", "load")
                 )  # fmt: skip
                 what += f", with {' / '.join(names)} fused before its store"
             if keepdim is not None:
@@ -561,10 +562,14 @@ def _per_channel(value: Any, out: Any) -> bool:
     return all(s == 1 for i, s in enumerate(shape) if i != 1) and shape[1] in (1, out.shape[1])
 
 
-def epilogue_step(user: Any, cur: Any, out: Any, n_vectors: int) -> tuple[list[Any], Any] | None:
+def epilogue_step(
+    user: Any, cur: Any, out: Any, n_vectors: int, inside: Container[Any] = ()
+) -> tuple[list[Any], Any] | None:
     """The kernel's step for FX node ``user`` applied to ``cur`` (and its per-channel operand node), or None.
 
     ``out``: the convolution's output (example value). Steps: see ``engine/conv.py: epilogue_lines``.
+    ``inside``: nodes whose values the kernel holds (the fused steps so far): a binary step's operand
+    among them is returned as that node itself, in place of a number or ``"E<i>"``.
     """
     args, kwargs = list(user.args), dict(user.kwargs)
     if user.op == "call_method":
@@ -602,8 +607,10 @@ def epilogue_step(user: Any, cur: Any, out: Any, n_vectors: int) -> tuple[list[A
     if target_kind in _UNARY_STEPS.values():
         return ([target_kind], None) if not rest and not kwargs else None
     # a binary step: cur and one operand (a number, or a per-channel tensor node), no alpha / rounding mode
-    if kwargs or len(args) != 2 or (args[0] is cur) == (args[1] is cur):
+    if kwargs or len(args) != 2 or (args[0] is not cur and args[1] is not cur):
         return None
+    if args[0] is cur and args[1] is cur:
+        return ([target_kind, cur], None) if cur in inside else None
     other, first = (args[1], True) if args[0] is cur else (args[0], False)
     symmetric = ("add", "mul", "minimum", "maximum")
     op = target_kind if first or target_kind in symmetric else {"sub": "rsub", "div": "rdiv"}[target_kind]
@@ -611,6 +618,8 @@ def epilogue_step(user: Any, cur: Any, out: Any, n_vectors: int) -> tuple[list[A
         return None  # torch.min(x, 1): a dimension, not an operand
     if isinstance(other, (int, float)) and not isinstance(other, bool):
         return [op, float(other)], None
+    if hasattr(other, "meta") and other in inside:  # a value the kernel already holds
+        return [op, other], None
     value = other.meta.get("example_value") if hasattr(other, "meta") else None
     if _per_channel(value, out):
         return [op, f"E{n_vectors}"], other
@@ -786,6 +795,83 @@ def _per_dim_static(value: Any, dims: int) -> list[int]:
     return values
 
 
+_IDENTITY_METHODS = ("clone", "detach", "contiguous")  # the same values: no step
+
+
+def _epilogue_dag(start: Any, out: Any, n_vectors: int, reg0: int) -> tuple[list[Any], list[Any], list[Any]] | None:
+    """The element-wise steps after ``start`` when its value is read more than once, or None.
+
+    Every node after ``start`` whose tensor operands are ``start``, nodes already taken, per-channel
+    vectors or numbers, and whose value has ``start``'s shape and dtype, is taken (``clone`` / ``detach``
+    as the value itself). Taken when exactly one of them (the last) is read outside the set. The steps
+    then keep values in registers: ``["save", k]`` (``r<k> = acc``), ``["load", k]`` (``acc = r<k>``), and
+    ``"R<k>"`` as a binary step's operand (e.g. ``x * sigmoid(x)``, ``x + x * bias``, a residual add of
+    the convolution's output). Returns the steps, the vectors' nodes, and the nodes taken, in order.
+    """
+    nodes = list(start.graph.nodes)
+    value_of = {start: start}  # a taken node -> the node whose value it is (clone / detach: its operand's)
+    taken: list[tuple[Any, Any, list[Any] | None]] = []  # (node, the operand held in acc, step)
+    vectors: list[Any] = []
+    position = {n: i for i, n in enumerate(nodes)}
+    for user in nodes[position[start] + 1 :]:
+        operands = [a for a in user.all_input_nodes if a in value_of]
+        value = user.meta.get("example_value")
+        if user.op not in ("call_function", "call_method") or not operands:
+            continue
+        if not isinstance(value, torch.Tensor) or value.shape != out.shape or value.dtype != out.dtype:
+            continue
+        if user.op == "call_method" and user.target in _IDENTITY_METHODS and len(user.args) == 1 and not user.kwargs:
+            value_of[user] = value_of[user.args[0]]
+            taken.append((user, None, None))
+            continue
+        for cur in sorted(set(operands), key=position.__getitem__, reverse=True):  # the latest is likely in acc
+            got = epilogue_step(user, cur, out, n_vectors + len(vectors), inside=value_of)
+            if got is not None:
+                break
+        if got is None:
+            continue
+        step, vector = got
+        if vector is not None:
+            vectors.append(vector)
+        step = [value_of.get(a, a) if isinstance(a, torch.fx.Node) else a for a in step]
+        value_of[user] = user
+        taken.append((user, value_of[cur], step))
+    members = [start, *(n for n, _, _ in taken)]
+    inset = set(members)
+    escapes = [n for n in members if any(u not in inset for u in n.users)]
+    reads_twice = any(len(n.users) > 1 for n in members) or any(
+        isinstance(a, torch.fx.Node) for _, _, step in taken if step for a in step[1:]
+    )
+    if not taken or not reads_twice or escapes != [members[-1]] or members[-1] is start:
+        return None  # a plain chain (the caller's loop takes it), or values read outside the set
+    if any(not n.users for n in members[:-1]):
+        return None
+    computed = [(n, cur, step) for n, cur, step in taken if step is not None]
+    needs: set[Any] = set()
+    held = start
+    for n, cur, step in computed:  # values acc will not hold when they are read: kept in registers
+        if cur is not held:
+            needs.add(cur)
+        needs.update(a for a in step[1:] if isinstance(a, torch.fx.Node))
+        held = n
+    sink = value_of[members[-1]]
+    if sink is not held:
+        needs.add(sink)
+    reg = {n: reg0 + i for i, n in enumerate(sorted(needs, key=position.__getitem__))}
+    steps: list[Any] = [["save", reg[start]]] if start in reg else []
+    held = start
+    for n, cur, step in computed:
+        if cur is not held:
+            steps.append(["load", reg[cur]])
+        steps.append([step[0], *(f"R{reg[a]}" if isinstance(a, torch.fx.Node) else a for a in step[1:])])
+        if n in reg:
+            steps.append(["save", reg[n]])
+        held = n
+    if sink is not held:
+        steps.append(["load", reg[sink]])
+    return steps, vectors, members[1:]
+
+
 def _epilogue_chain(
     node: Any, steps: list[list[Any]] | None = None, vectors: list[Any] | None = None, chain: list[Any] | None = None
 ) -> tuple[list[list[Any]], list[Any], list[Any]]:
@@ -799,6 +885,13 @@ def _epilogue_chain(
     vectors = [] if vectors is None else vectors
     chain = [node] if chain is None else chain
     if not isinstance(out, torch.Tensor):
+        return steps, vectors, chain
+    registers = [step[1] for step in steps if step[0] == "save"]
+    dag = _epilogue_dag(node, out, len(vectors), max(registers, default=-1) + 1)
+    if dag is not None:
+        steps.extend(dag[0])
+        vectors.extend(dag[1])
+        chain.extend(dag[2])
         return steps, vectors, chain
     while len(chain[-1].users) == 1:
         user = next(iter(chain[-1].users))

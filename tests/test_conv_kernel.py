@@ -185,7 +185,8 @@ COMPILE = textwrap.dedent(
     consts.update(TRANSPOSED=False, FLAT_K=False, DIRECT=False, REDUCE=0, PRECISION="tf32")
     build(kernel, consts, ptrs)
     print("OK epilogue")
-    kernel = K.epilogue_kernel([["sub", 0.5], ["pool", "max", [2, 2]], ["mish"]], 0)  # max pooling, then a step
+    steps = [["save", 0], ["sigmoid"], ["mul", "R0"], ["pool", "max", [2, 2]], ["save", 1], ["mish"], ["add", "R1"]]
+    kernel = K.epilogue_kernel(steps, 0)  # x * sigmoid(x), max pooling, then y + mish(y): values kept in registers
     build(kernel, {**consts, "POOL": 1, "PKH": 2, "PKW": 2, "CONTIG_OUT": False}, ptrs)
     build(K.ks_conv_fwd, {**consts, "POOL": 2, "PKD": 2, "PKH": 2, "PKW": 2, "REDUCE": 1, "CONTIG_OUT": False}, ptrs)
     print("OK pooled")
@@ -195,7 +196,7 @@ COMPILE = textwrap.dedent(
         build(K.ks_conv_fwd, {**consts, "CHANNELS": op, "REDUCE": 0}, ptrs)
     print("OK channels")
     dw = {"KD": 1, "KH": 3, "KW": 7, "HAS_BIAS": True, "ACTIVATION": 0, "BLOCK": 512}
-    build(K.epilogue_kernel([["mul", "E0"]], 1, K.ks_conv_depthwise), dw, ptrs)
+    build(K.epilogue_kernel([["save", 0], ["mul", "E0"], ["add", "R0"]], 1, K.ks_conv_depthwise), dw, ptrs)
     print("OK depthwise")
     build(K.ks_to_channels_last, {"ROUND_TF32": True, "BLOCK_C": 32, "BLOCK_S": 64}, ("X", "Out"))
     print("OK layout")
@@ -349,7 +350,7 @@ class _Tail(torch.nn.Module):
         y = torch.tanh(2.0 - (self.conv(x) + self.scale) * 2.0)
         y = F.gelu(torch.clamp(y, min=-0.5, max=0.5)) / 3.0
         c = self.conv(x)
-        return y * self.full, c.relu() + c  # an output with two users is not fused
+        return y * self.full, c.relu() + c  # an output read twice: kept in a register
 
 
 def test_an_element_wise_tail_is_fused_into_the_kernel():
@@ -362,7 +363,7 @@ def test_an_element_wise_tail_is_fused_into_the_kernel():
         [
             "conv3d -> our implicit-GEMM Triton kernel (ieee), with add / mul / rsub / tanh / clamp / gelu / div "
             "fused before its store",
-            "conv3d -> our implicit-GEMM Triton kernel (ieee)",
+            "conv3d -> our implicit-GEMM Triton kernel (ieee), with relu / add fused before its store",
         ]
     ]
     for g, w in zip(got, want, strict=True):
@@ -716,6 +717,66 @@ def test_a_graphs_step_over_the_channels_is_fused_into_the_kernel():
         "",
         "",
     ], seen
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+
+
+class _ReadTwice(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(3, 8, 3)
+        self.b = torch.nn.ConvTranspose3d(3, 4, 3, stride=2, padding=1, output_padding=1)
+        self.d = torch.nn.Conv2d(4, 4, 3, groups=4, padding=1)  # depthwise: the stencil kernel
+        self.bias = torch.nn.Parameter(torch.randn(4, 1, 1, 1))
+
+    def forward(self, x, v, u):
+        y = self.b(v)
+        kept = y.clone().detach()
+        y = ((y + self.bias) + kept) * kept + kept  # residual adds of the convolution's output
+        z = torch.relu(self.a(x))
+        z = z * torch.clamp((z + 3) / 6, 0, 1)  # HardSwish written out
+        q = self.a(x)
+        q = torch.sigmoid(q) * torch.tanh(q) - q * q  # two branches, then a square
+        s = torch.logsumexp(self.a(x), dim=1, keepdim=True)
+        s = torch.clamp(s * torch.sigmoid(s + 3) / 6 - 0.5, -1, 1)  # after a step over the channels
+        m = self.a(x)
+        m = F.max_pool2d(m * torch.sigmoid(m), 2)
+        m = m + m.tanh()  # after a pooling
+        w = self.d(u)
+        w = w * torch.sigmoid(w)
+        p = self.a(x) * 2.0
+        return y, z, q, s, m, w, p + 1.0, torch.tanh(p)  # p is read outside: only the chain before it is fused
+
+
+def test_steps_that_read_a_value_twice_keep_it_in_a_register():
+    from kernelskill.engine.reformulate import conv_kernel_forms
+
+    torch.manual_seed(26)
+    model = _ReadTwice().eval()
+    inputs = (torch.randn(2, 3, 11, 10), torch.randn(2, 3, 4, 5, 3), torch.randn(2, 4, 7, 6))
+    seen, codes = [], []
+
+    def backend(gm, example_inputs):
+        seen.append(conv_kernel_forms(gm, "ieee"))
+        codes.append(gm.code)
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
+        want = model(*inputs)
+    assert [w.partition("with ")[2].removesuffix(" fused before its store") for w in seen[0]] == [
+        "add / add / mul / add",
+        "relu / add / div / clamp / mul",
+        "sigmoid / tanh / mul / mul / rsub",
+        "logsumexp over the channels / add / sigmoid / mul / div / sub / clamp",
+        "sigmoid / mul / max_pool2d 2x2 / tanh / add",
+        "sigmoid / mul",
+        "mul",
+    ], seen
+    assert """'[["save", 0], ["add", "E0"], ["add", "R0"], ["mul", "R0"], ["add", "R0"]]'""" in codes[0]
+    assert "torch.sigmoid" not in codes[0] and "clone" not in codes[0]
     for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
