@@ -776,6 +776,18 @@ UNARY = {
     "silu": "acc * tl.sigmoid(acc)",
     "hardswish": "acc * tl.minimum(tl.maximum(acc + 3.0, 0.0), 6.0) / 6.0",
     "mish": "acc * (2.0 * tl.sigmoid(2.0 * tl.where(acc > 20.0, acc, tl.log(1.0 + tl.exp(acc)))) - 1.0)",
+    "gelu_tanh": "0.5 * acc * (1.0 + 2.0 * tl.sigmoid(1.5957691216057308 * (acc + 0.044715 * acc * acc * acc)) - 1.0)",
+    "hardsigmoid": "tl.minimum(tl.maximum(acc + 3.0, 0.0), 6.0) / 6.0",
+    "selu": "1.0507009873554805 * tl.where(acc > 0.0, acc, 1.6732632423543772 * (tl.exp(acc) - 1.0))",
+    "logsigmoid": "tl.minimum(acc, 0.0) - tl.log(1.0 + tl.exp(-tl.abs(acc)))",
+    "softsign": "acc / (1.0 + tl.abs(acc))",
+    "exp": "tl.exp(acc)",
+    "log": "tl.log(acc)",
+    "sqrt": "tl.sqrt(acc)",
+    "abs": "tl.abs(acc)",
+    "neg": "-acc",
+    "square": "acc * acc",
+    "cube": "acc * acc * acc",
 }
 BINARY = {"add": "acc + {v}", "sub": "acc - {v}", "rsub": "{v} - acc", "mul": "acc * {v}", "div": "acc / {v}",
           "rdiv": "{v} / acc", "minimum": "tl.minimum(acc, {v})", "maximum": "tl.maximum(acc, {v})"}  # fmt: skip
@@ -784,7 +796,8 @@ BINARY = {"add": "acc + {v}", "sub": "acc - {v}", "rsub": "{v} - acc", "mul": "a
 def epilogue_lines(steps: list[list[Any]]) -> list[str]:
     """Kernel lines for ``steps``: ``[op]``, ``[op, scalar]``, ``[op, "E<i>"]`` (a per-channel vector) or a clamp.
 
-    ``["clamp", lo, hi]`` (either may be None) and ``["leaky_relu", slope]`` take numbers. A value read
+    ``["clamp", lo, hi]`` (either may be None), ``["leaky_relu", slope]``, ``["elu", alpha]``, ``["celu",
+    alpha]`` and ``["softplus", beta, threshold]`` take numbers. A value read
     again later: ``["save", k]`` keeps ``acc`` as ``r<k>``, ``["load", k]`` makes ``r<k>`` ``acc`` again,
     and ``"R<k>"`` is a binary step's operand (``x * sigmoid(x)``: save 0, sigmoid, mul R0).
     """
@@ -799,6 +812,15 @@ def epilogue_lines(steps: list[list[Any]]) -> list[str]:
             lines.append(f"acc = {UNARY[op]}")
         elif op == "leaky_relu":
             lines.append(f"acc = tl.where(acc >= 0.0, acc, acc * {float(args[0])!r})")
+        elif op in ("elu", "celu"):  # alpha * (exp(x) - 1) below zero (celu: exp(x / alpha))
+            alpha = float(args[0])
+            inner = "acc" if op == "elu" else f"acc / {alpha!r}"
+            lines.append(f"acc = tl.where(acc > 0.0, acc, {alpha!r} * (tl.exp({inner}) - 1.0))")
+        elif op == "softplus":  # log(1 + exp(beta * x)) / beta, x itself above threshold / beta
+            beta, threshold = float(args[0]), float(args[1])
+            lines.append(
+                f"acc = tl.where(acc * {beta!r} > {threshold!r}, acc, tl.log(1.0 + tl.exp(acc * {beta!r})) / {beta!r})"
+            )
         elif op == "clamp":
             lo, hi = args
             if lo is not None:

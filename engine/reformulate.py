@@ -543,15 +543,21 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
 
 _UNARY_STEPS = {
     torch.relu: "relu", F.relu: "relu", torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", torch.tanh: "tanh",
-    F.tanh: "tanh", F.silu: "silu", F.hardswish: "hardswish", F.mish: "mish",
+    F.tanh: "tanh", F.silu: "silu", F.hardswish: "hardswish", F.mish: "mish", F.hardsigmoid: "hardsigmoid",
+    F.selu: "selu", torch.selu: "selu", F.logsigmoid: "logsigmoid", F.softsign: "softsign", torch.exp: "exp",
+    torch.log: "log", torch.sqrt: "sqrt", torch.abs: "abs", torch.neg: "neg", operator.neg: "neg",
+    torch.square: "square",
 }  # fmt: skip
+_POWERS = {2: "square", 3: "cube", 0.5: "sqrt"}  # x ** p as one step
 _BINARY_STEPS = {
     operator.add: "add", torch.add: "add", operator.sub: "sub", torch.sub: "sub",
     operator.mul: "mul", torch.mul: "mul", operator.truediv: "div", torch.div: "div",
     torch.minimum: "minimum", torch.maximum: "maximum", torch.min: "minimum", torch.max: "maximum",
 }  # fmt: skip
 _METHOD_STEPS = {"relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh", "add": "add", "sub": "sub", "mul": "mul",
-                 "div": "div", "clamp": "clamp", "minimum": "minimum", "maximum": "maximum"}  # fmt: skip
+                 "div": "div", "clamp": "clamp", "minimum": "minimum", "maximum": "maximum", "exp": "exp",
+                 "log": "log", "sqrt": "sqrt", "abs": "abs", "neg": "neg", "square": "square",
+                 "pow": "pow"}  # fmt: skip
 
 
 def _per_channel(value: Any, out: Any) -> bool:
@@ -578,12 +584,33 @@ def epilogue_step(
             return None
         target_kind, rest = op, args[1:]
     elif user.op == "call_function" and user.target in _UNARY_STEPS:
-        if not args or args[0] is not cur or kwargs.get("inplace") or len(args) > 1:
+        inplace = args[1] if len(args) == 2 else kwargs.get("inplace", False)  # nn.Hardswish passes it by position
+        if not args or args[0] is not cur or inplace is not False or len(args) > 2 or set(kwargs) - {"inplace"}:
             return None
         return [_UNARY_STEPS[user.target]], None
     elif user.op == "call_function" and user.target is F.gelu:
-        ok = args and args[0] is cur and len(args) == 1 and kwargs.get("approximate", "none") == "none"
-        return (["gelu"], None) if ok else None
+        approximate = args[1] if len(args) == 2 else kwargs.get("approximate", "none")
+        ok = args and args[0] is cur and len(args) <= 2 and approximate in ("none", "tanh")
+        return ([{"none": "gelu", "tanh": "gelu_tanh"}[approximate]], None) if ok else None
+    elif user.op == "call_function" and user.target is F.relu6:
+        ok = args and args[0] is cur and len(args) == 1 and not kwargs.get("inplace")
+        return (["clamp", 0.0, 6.0], None) if ok else None
+    elif user.op == "call_function" and user.target in (F.elu, F.celu, F.softplus):
+        params = ["input", "beta", "threshold"] if user.target is F.softplus else ["input", "alpha", "inplace"]
+        given = {**dict(zip(params, args, strict=False)), **kwargs}
+        if len(args) > len(params) or set(given) - set(params) or given.get("input") is not cur or given.get("inplace"):
+            return None
+        if user.target is F.softplus:
+            beta, threshold = given.get("beta", 1.0), given.get("threshold", 20.0)
+            ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (beta, threshold)) and beta
+            return (["softplus", float(beta), float(threshold)], None) if ok else None
+        alpha = given.get("alpha", 1.0)
+        if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or (user.target is F.celu and not alpha):
+            return None
+        return ["elu" if user.target is F.elu else "celu", float(alpha)], None
+    elif user.op == "call_function" and user.target in (torch.pow, operator.pow):
+        ok = len(args) == 2 and args[0] is cur and not kwargs and args[1] in _POWERS and not isinstance(args[1], bool)
+        return ([_POWERS[args[1]]], None) if ok else None
     elif user.op == "call_function" and user.target is F.leaky_relu:
         slope = args[1] if len(args) > 1 else kwargs.get("negative_slope", 0.01)
         ok = args and args[0] is cur and isinstance(slope, (int, float)) and not kwargs.get("inplace")
@@ -604,6 +631,9 @@ def epilogue_step(
         if not all(v is None or isinstance(v, (int, float)) for v in (lo, hi)):
             return None
         return ["clamp", lo, hi], None
+    if target_kind == "pow":  # x.pow(p)
+        ok = len(rest) == 1 and not kwargs and rest[0] in _POWERS and not isinstance(rest[0], bool)
+        return ([_POWERS[rest[0]]], None) if ok else None
     if target_kind in _UNARY_STEPS.values():
         return ([target_kind], None) if not rest and not kwargs else None
     # a binary step: cur and one operand (a number, or a per-channel tensor node), no alpha / rounding mode

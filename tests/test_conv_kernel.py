@@ -181,7 +181,8 @@ COMPILE = textwrap.dedent(
         compiled = build(K.ks_conv_fwd, consts, ptrs, cfg["num_warps"], cfg["num_stages"])
         print("OK", transposed, flat, direct, compiled.metadata.shared)
 
-    kernel = K.epilogue_kernel([["add", "E0"], ["mish"], ["clamp", 0.0, 1.0]], 1)  # a generated epilogue kernel
+    unary = [[op] for op in K.UNARY] + [["elu", 0.5], ["celu", 2.0], ["softplus", 2.0, 5.0], ["leaky_relu", 0.1]]
+    kernel = K.epilogue_kernel([["add", "E0"], *unary, ["clamp", 0.0, 1.0]], 1)  # a generated epilogue kernel
     consts.update(TRANSPOSED=False, FLAT_K=False, DIRECT=False, REDUCE=0, PRECISION="tf32")
     build(kernel, consts, ptrs)
     print("OK epilogue")
@@ -780,6 +781,48 @@ def test_steps_that_read_a_value_twice_keep_it_in_a_register():
     for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+
+
+class _Activations(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3)
+        self.modules_ = torch.nn.ModuleList(
+            [torch.nn.Hardswish(), torch.nn.ELU(0.7), torch.nn.Softplus(beta=2.0, threshold=5.0), torch.nn.SELU(),
+             torch.nn.Hardsigmoid(), torch.nn.ReLU6(), torch.nn.LogSigmoid(), torch.nn.Softsign(),
+             torch.nn.GELU(approximate="tanh"), torch.nn.CELU(0.5)]
+        )  # fmt: skip
+
+    def forward(self, x):
+        out = [m(self.conv(x)) for m in self.modules_]
+        c = self.conv
+        out += [F.softplus(c(x)), torch.exp(c(x)), c(x).abs(), -c(x), torch.pow(c(x), 2), c(x) ** 3, torch.square(c(x))]
+        out += [torch.sqrt(c(x).abs() + 1.0), torch.log(c(x).abs() + 1.0), c(x).exp().pow(2)]
+        return (*out, torch.pow(c(x), 1.7))  # another power: left to PyTorch
+
+
+def test_activation_modules_and_functions_are_fused_into_the_kernel():
+    from kernelskill.engine.reformulate import conv_kernel_forms
+
+    torch.manual_seed(27)
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(conv_kernel_forms(gm, "ieee"))
+        return gm.forward
+
+    torch._dynamo.reset()
+    model, x = _Activations().eval(), torch.randn(2, 3, 11, 10)
+    with torch.no_grad():
+        got = torch.compile(model, backend=backend, fullgraph=True)(x)
+        want = model(x)
+    assert [w.partition("with ")[2].removesuffix(" fused before its store") for w in seen[0]] == [
+        "hardswish", "elu", "softplus", "selu", "hardsigmoid", "clamp", "logsigmoid", "softsign", "gelu_tanh", "celu",
+        "softplus", "exp", "abs", "neg", "square", "cube", "square", "abs / add / sqrt", "abs / add / log",
+        "exp / square", "",
+    ], seen  # fmt: skip
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5, equal_nan=True)
 
 
 def test_a_channels_last_input_is_rounded_in_place_of_a_layout_pass():
