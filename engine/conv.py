@@ -85,10 +85,12 @@ def ks_conv_fwd(
     SD, SH, SW, PD, PH, PW, DD, DH, DW,  # stride, padding, dilation
     TD, TH, TW,  # transposed: step between the taps that reach one phase (S / gcd(S, Dil))
     INV_COUNT,  # REDUCE: 1 / output positions per sample
+    Stats, SC,  # STATS: (2, N, SC) fp32 sums, zeroed; SC: output channels
     KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
     TRANSPOSED: tl.constexpr, FLAT_K: tl.constexpr, DIRECT: tl.constexpr, HAS_BIAS: tl.constexpr,
     ACTIVATION: tl.constexpr, PRECISION: tl.constexpr, CONTIG_OUT: tl.constexpr, REDUCE: tl.constexpr,
-    CHANNELS: tl.constexpr, POOL: tl.constexpr, PKD: tl.constexpr, PKH: tl.constexpr, PKW: tl.constexpr,
+    STATS: tl.constexpr, CHANNELS: tl.constexpr,
+    POOL: tl.constexpr, PKD: tl.constexpr, PKH: tl.constexpr, PKW: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
     """One (output positions x output channels) tile of one group and, when transposed, one phase.
@@ -105,6 +107,8 @@ def ks_conv_fwd(
     zeroed), one atomic add per (sample in the tile, channel). ``CHANNELS`` (:data:`CHANNEL_OPS`): a
     reduction over the output channels (min, max, sum, mean, logsumexp; the tile then has one column) or
     their softmax, after the epilogue, with one group whose channels all fit in one tile (``BLOCK_N``).
+    ``STATS`` (1): the stored values' sums and sums of squares per (sample, channel) are also added into
+    ``Stats`` (a normalization's statistics, without reading the output back).
     ``POOL`` (1 max, 2 average): a pooling whose
     window (``PKD x PKH x PKW``, a power of two) is its stride, no padding, after the epilogue. The tile's
     rows are then (pooled position, offset in its window), each window's rows adjacent, so the window is
@@ -288,6 +292,14 @@ def ks_conv_fwd(
             out_rows = n.to(tl.int64) * son + od.to(tl.int64) * sod + oh.to(tl.int64) * soh + ow.to(tl.int64) * sow
         out = Out + out_rows[:, None] + chan.to(tl.int64) * soc
         tl.store(out, acc.to(Out.dtype.element_ty), mask=pos_ok[:, None] & chan_ok)
+        if STATS == 1:  # per (sample, channel): the sum and the sum of squares of what was stored
+            kept = tl.where(pos_ok[:, None] & chan_ok, acc, 0.0)
+            n_lo = row0 // per_sample
+            n_hi = tl.minimum(row_last // per_sample, N - 1)
+            for smp in range(n_lo, n_hi + 1):
+                mine = tl.where((n == smp)[:, None], kept, 0.0)
+                tl.atomic_add(Stats + smp * SC + g * OC + oc, tl.sum(mine, axis=0), mask=oc_ok)
+                tl.atomic_add(Stats + (N + smp) * SC + g * OC + oc, tl.sum(mine * mine, axis=0), mask=oc_ok)
 
 
 @triton.jit
@@ -514,7 +526,8 @@ def conv(
     vectors: Sequence[torch.Tensor] = (),
     config: dict[str, int] | None = None,
     reduce: str | None = None,
-) -> torch.Tensor:
+    stats: bool = False,
+) -> Any:
     """``F.conv{1,2,3}d`` / ``F.conv_transpose{1,2,3}d`` (then ``activation``) through our kernels.
 
     ``x`` is ``(batch, channels, *space)`` with 1 to 3 spatial dimensions and ``weight`` PyTorch's
@@ -530,7 +543,10 @@ def conv(
     the kernel (the convolution's output is never stored). ``epilogue`` may hold one ``["channels", op]``
     step (:data:`CHANNEL_OPS`; one group of at most :data:`MAX_CHANNELS` output channels; a reduction keeps
     one channel) and, after it, one ``["pool", "max" | "avg", window]`` step (:func:`pool_fusable`); the
-    output then has the pooled shape.
+    output then has the pooled shape. ``stats``: returns ``(output, sums)``, ``sums[0]`` / ``sums[1]`` the
+    output's sum / sum of squares per (sample, channel), fp32 ``(2, batch, channels)``, added up by the
+    kernel as it stores (a normalization's statistics); not with ``reduce``, a channel reduction or a
+    depthwise convolution.
     """
     if reduce not in (None, "mean"):
         raise ValueError(f"reduce {reduce!r}: None or 'mean'")
@@ -573,6 +589,8 @@ def conv(
         if reduce and channels[1] != "softmax":
             raise ValueError("a channel reduction and a spatial mean are not fused together")
         out_c = out_c if channels[1] == "softmax" else 1
+    if stats and (reduce or depthwise or (channels is not None and channels[1] != "softmax")):
+        raise ValueError("statistics are summed only beside a stored output of the implicit-GEMM kernel")
     if reduce and depthwise:  # the stencil kernel stores its output: reduced after it
         full = conv(x, weight, bias, stride, padding, dilation, groups, False, 0, precision, activation, packed,
                     epilogue, vectors, config)  # fmt: skip
@@ -581,6 +599,7 @@ def conv(
         out5 = torch.zeros((n, out_c, 1, 1, 1), dtype=torch.float32, device=x.device)
     else:
         out5 = torch.empty((n, out_c, *pooled), dtype=x.dtype, device=x.device)
+    sums = torch.zeros((2, n, out_c), dtype=torch.float32, device=x.device) if stats else out5
     k_taps = k[0] * k[1] * k[2]
     cfg = {**launch_config(c_g, out_g, k_taps), **(config or {})}
     if config is None and not depthwise and conv_tune.enabled(x):  # the fastest of a few, per shape (conv_tune)
@@ -631,18 +650,20 @@ def conv(
         *common[0], *common[1], *common[2],
         *steps,
         1.0 / math.prod(pooled),
+        sums, out_c,
         KD=k[0], KH=k[1], KW=k[2],
         TRANSPOSED=transposed, FLAT_K=cfg["FLAT_K"], DIRECT=direct, HAS_BIAS=bias is not None,
         ACTIVATION=ACTIVATIONS[activation],
         PRECISION=("tf32" if precision == "tf32r" else precision) if fp32 else "ieee", CONTIG_OUT=contig,
-        REDUCE=1 if reduce else 0, CHANNELS=CHANNEL_OPS[channels[1]] if channels else 0,
+        REDUCE=1 if reduce else 0, STATS=1 if stats else 0, CHANNELS=CHANNEL_OPS[channels[1]] if channels else 0,
         POOL=POOLS[pool[1]] if pool else 0, PKD=pk[0], PKH=pk[1], PKW=pk[2],
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )  # fmt: skip
     if reduce:
         return out5.reshape(n, out_c).to(x.dtype)
-    return out5.reshape(n, out_c, *pooled[3 - dims :])
+    out = out5.reshape(n, out_c, *pooled[3 - dims :])
+    return (out, sums) if stats else out
 
 
 def from_module(module: Any, x: torch.Tensor, precision: str = "ieee") -> torch.Tensor:
@@ -763,6 +784,143 @@ def conv_transpose_nd(
     s, p, op, d = (per_dim(v, dims) for v in (stride, padding, output_padding, dilation))
     out = conv_op()(input, weight, bias, s, p, d, int(groups), True, op, precision, epilogue, list(vectors), reduce)
     return _kept(out, dims, reduce, keepdim)
+
+
+STATS_OP_NAME = "kernelskill::conv_stats"
+_STATS_OP: Any = None
+
+
+def _conv_stats_op_body(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: list[int],
+    padding: list[int],
+    dilation: list[int],
+    groups: int,
+    transposed: bool,
+    output_padding: list[int],
+    precision: str,
+    epilogue: str,
+    vectors: list[torch.Tensor],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    import json
+
+    steps = json.loads(epilogue) if epilogue else None
+    out, sums = conv(
+        x, weight, bias, stride, padding, dilation, groups, transposed, output_padding, precision,
+        epilogue=steps, vectors=vectors, stats=True,
+    )  # fmt: skip
+    return out, sums
+
+
+def conv_stats_op() -> Any:
+    """``torch.ops.kernelskill.conv_stats``: :func:`conv_op` that also returns the output's sums (``stats``)."""
+    global _STATS_OP
+    if _STATS_OP is None:
+        ns = torch.ops.kernelskill
+        _STATS_OP = (
+            ns.conv_stats
+            if hasattr(ns, "conv_stats")
+            else torch.library.triton_op(STATS_OP_NAME, _conv_stats_op_body, mutates_args=())
+        )
+    return _STATS_OP
+
+
+conv_stats_op()
+
+
+def conv_nd_stats(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+    precision: str = "ieee",
+    epilogue: str = "",
+    vectors: Sequence[torch.Tensor] = (),
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`conv_nd`, returning ``(output, sums)`` (:func:`conv`'s ``stats``)."""
+    dims = input.dim() - 2
+    s, p, d = (per_dim(v, dims) for v in (stride, padding, dilation))
+    out, sums = conv_stats_op()(
+        input, weight, bias, s, p, d, int(groups), False, [0] * dims, precision, epilogue, list(vectors)
+    )
+    return out, sums
+
+
+def conv_transpose_nd_stats(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    output_padding: Any = 0,
+    groups: int = 1,
+    dilation: Any = 1,
+    precision: str = "ieee",
+    epilogue: str = "",
+    vectors: Sequence[torch.Tensor] = (),
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`conv_transpose_nd`, returning ``(output, sums)`` (:func:`conv`'s ``stats``)."""
+    dims = input.dim() - 2
+    s, p, op, d = (per_dim(v, dims) for v in (stride, padding, output_padding, dilation))
+    out, sums = conv_stats_op()(
+        input, weight, bias, s, p, d, int(groups), True, op, precision, epilogue, list(vectors)
+    )
+    return out, sums
+
+
+def normalized(
+    y: torch.Tensor,
+    sums: torch.Tensor,
+    kind: str,
+    num_groups: int = 1,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+    running_mean: torch.Tensor | None = None,
+    running_var: torch.Tensor | None = None,
+    momentum: float = 0.1,
+) -> torch.Tensor:
+    """``y`` normalized with the statistics its convolution summed (:func:`conv`'s ``stats``).
+
+    ``kind``: ``"batch"`` (training-mode batch norm: per channel over the batch and space; the running
+    statistics, when given, are updated as ``F.batch_norm`` does), ``"group"`` (``num_groups`` groups of
+    channels per sample) or ``"instance"`` (per sample and channel). Variance from the sums of squares,
+    in fp32; then ``weight`` and ``bias`` per channel. Element-wise in PyTorch: the compiler fuses it
+    with what follows.
+    """
+    n, c = y.shape[:2]
+    space = y[0, 0].numel()
+    s1, s2 = sums[0], sums[1]  # (N, C)
+    if kind == "batch":
+        s1, s2, count = s1.sum(0, keepdim=True), s2.sum(0, keepdim=True), n * space
+    elif kind == "group":
+        s1 = s1.reshape(n, num_groups, c // num_groups).sum(-1).repeat_interleave(c // num_groups, dim=1)
+        s2 = s2.reshape(n, num_groups, c // num_groups).sum(-1).repeat_interleave(c // num_groups, dim=1)
+        count = space * (c // num_groups)
+    elif kind == "instance":
+        count = space
+    else:
+        raise ValueError(f"normalization {kind!r}: batch, group or instance")
+    mean = s1 / count
+    var = (s2 / count - mean * mean).clamp_min(0.0)
+    if kind == "batch" and running_mean is not None and running_var is not None:
+        with torch.no_grad():
+            running_mean.mul_(1.0 - momentum).add_(mean[0].to(running_mean.dtype), alpha=momentum)
+            unbiased = var[0] * (count / max(count - 1, 1))
+            running_var.mul_(1.0 - momentum).add_(unbiased.to(running_var.dtype), alpha=momentum)
+    shape = (*mean.shape, *([1] * (y.dim() - 2)))
+    out = (y.float() - mean.reshape(shape)) * torch.rsqrt(var.reshape(shape) + eps)
+    per_channel = (c, *([1] * (y.dim() - 2)))
+    if weight is not None:
+        out = out * weight.reshape(per_channel)
+    if bias is not None:
+        out = out + bias.reshape(per_channel)
+    return out.to(y.dtype)
 
 
 # ---------------------------------------------------------------- epilogues fused from the graph

@@ -473,11 +473,13 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
     then a step over the output channels (:func:`_channel_step`: min, max, sum, mean, logsumexp, softmax)
     and the steps after it; then a pooling whose window is its stride (:func:`_window_pool`) and the steps
     after it; then a mean over every spatial dimension (:func:`_spatial_mean`), reduced in the kernel,
-    which then stores only that mean.
+    which then stores only that mean; or, in its place, a normalization with batch, group or instance
+    statistics (:func:`_normalization`), whose sums the kernel adds up as it stores (``conv.normalized``
+    then normalizes, in PyTorch ops the compiler fuses with what follows).
     """
     import json
 
-    from .conv import conv_nd, conv_transpose_nd
+    from .conv import conv_nd, conv_nd_stats, conv_transpose_nd, conv_transpose_nd_stats, normalized
 
     done = []
     for node in list(gm.graph.nodes):
@@ -505,18 +507,31 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
             chain.append(pool[1])
             steps, vectors, chain = _epilogue_chain(pool[1], steps, vectors, chain)
         reduced = across is not None and across[0][1] != "softmax"
-        keepdim = _spatial_mean(chain[-1]) if fuse and not reduced else None
+        norm = _normalization(chain[-1], node, transposed) if fuse and not reduced and not squeeze else None
+        keepdim = _spatial_mean(chain[-1]) if fuse and not reduced and norm is None else None
         what = f"{name} -> our implicit-GEMM Triton kernel ({precision})"
-        if steps or keepdim is not None:
+        if steps or keepdim is not None or norm is not None:
             extra: dict[str, Any] = {"epilogue": json.dumps(steps), "vectors": vectors} if steps else {}
             if keepdim is not None:  # the mean is reduced in the kernel: the convolution's output is never stored
                 chain.append(next(iter(chain[-1].users)))
                 extra |= {"reduce": "mean", "keepdim": keepdim}
+            stored = chain[-1]
+            if norm is not None:
+                chain.append(norm[1])
             last = chain[-1]
             with gm.graph.inserting_before(last):
-                fused = gm.graph.call_function(node.target, node.args, {**node.kwargs, **extra})
-            fused.meta = dict(last.meta)
-            result = fused
+                if norm is not None:  # the output and its sums; then the normalization, in PyTorch ops
+                    target = conv_transpose_nd_stats if transposed else conv_nd_stats
+                    pair = gm.graph.call_function(target, node.args, {**node.kwargs, **extra})
+                    fused = gm.graph.call_function(operator.getitem, (pair, 0))
+                    sums = gm.graph.call_function(operator.getitem, (pair, 1))
+                    normed = gm.graph.call_function(normalized, (fused, sums), norm[0])
+                    fused.meta = dict(stored.meta)
+                    normed.meta = dict(last.meta)
+                else:
+                    fused = gm.graph.call_function(node.target, node.args, {**node.kwargs, **extra})
+                    fused.meta = dict(last.meta)
+            result = normed if norm is not None else fused
             if squeeze:  # the kernel keeps the reduced channel dimension; the graph's result did not
                 value = last.meta.get("example_value")
                 fused.meta["example_value"] = value.unsqueeze(1) if isinstance(value, torch.Tensor) else value
@@ -535,6 +550,8 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
                 what += f", with {' / '.join(names)} fused before its store"
             if keepdim is not None:
                 what += ", its spatial mean reduced in the kernel (the output is never stored)"
+            if norm is not None:
+                what += f", {norm[2]}'s statistics summed in the kernel as it stores"
         done.append(what)
     if done:
         gm.recompile()
@@ -811,6 +828,57 @@ def _channel_step(node: Any, conv_node: Any) -> tuple[list[Any], list[Any], bool
     if not isinstance(value, torch.Tensor) or list(value.shape) != want or value.dtype != out.dtype:
         return None
     return ["channels", op], nodes, keepdim
+
+
+_NORMS = {
+    F.batch_norm: ["input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"],
+    F.group_norm: ["input", "num_groups", "weight", "bias", "eps"],
+    F.instance_norm: ["input", "running_mean", "running_var", "weight", "bias", "use_input_stats", "momentum", "eps"],
+}
+
+
+def _normalization(node: Any, conv_node: Any, transposed: bool) -> tuple[dict[str, Any], Any, str] | None:
+    """``node``'s only user as a normalization whose statistics the kernel can sum, or None.
+
+    Returns ``conv.normalized``'s keyword arguments, the node, and its name. Taken: ``batch_norm`` in
+    training mode (batch statistics; its running statistics updated with a numeric ``momentum``),
+    ``group_norm``, and ``instance_norm`` with the input's statistics and no running ones; per-channel
+    weight and bias or none; not after the depthwise stencil.
+    """
+    out = node.meta.get("example_value")
+    if len(node.users) != 1 or not isinstance(out, torch.Tensor) or out.dim() < 3:
+        return None
+    user = next(iter(node.users))
+    names = _NORMS.get(user.target) if user.op == "call_function" else None
+    if names is None or len(user.args) > len(names) or set(user.kwargs) - set(names) or not user.args:
+        return None
+    given = {**dict(zip(names, user.args, strict=False)), **user.kwargs}
+    value, shape = user.meta.get("example_value"), _weight_shape(conv_node)
+    if given["input"] is not node or not isinstance(value, torch.Tensor) or value.shape != out.shape or shape is None:
+        return None
+    if value.dtype != out.dtype or (not transposed and shape[1] == 1):
+        return None
+    eps = given.get("eps", 1e-5)
+    params = {k: given.get(k) for k in ("weight", "bias")}
+    if not isinstance(eps, (int, float)) or not all(v is None or isinstance(v, torch.fx.Node) for v in params.values()):
+        return None
+    label = getattr(user.target, "__name__", "norm")
+    if user.target is F.group_norm:
+        groups = given.get("num_groups")
+        if not isinstance(groups, int) or groups < 1 or out.shape[1] % groups:
+            return None
+        return {"kind": "group", "num_groups": groups, "eps": float(eps), **params}, user, label
+    momentum = given.get("momentum", 0.1)
+    running = {k: given.get(k) for k in ("running_mean", "running_var")}
+    if user.target is F.instance_norm:
+        if given.get("use_input_stats", True) is not True or any(v is not None for v in running.values()):
+            return None
+        return {"kind": "instance", "eps": float(eps), **params}, user, label
+    if given.get("training", False) is not True or not isinstance(momentum, (int, float)):
+        return None
+    if any(v is not None and not isinstance(v, torch.fx.Node) for v in running.values()):
+        return None
+    return {"kind": "batch", "eps": float(eps), "momentum": float(momentum), **params, **running}, user, label
 
 
 def _per_dim_static(value: Any, dims: int) -> list[int]:

@@ -167,7 +167,7 @@ COMPILE = textwrap.dedent(
         return triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=consts),
                               target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
 
-    ptrs = ("X", "Wp", "Bias", "Out", "E0")
+    ptrs = ("X", "Wp", "Bias", "Out", "E0", "Stats")
     for transposed, flat, direct, precision, k in ((False, False, False, "tf32", (1, 3, 3)),
                                                    (True, False, False, "tf32x3", (3, 3, 3)),
                                                    (False, True, False, "ieee", (3, 5, 7)),
@@ -176,7 +176,7 @@ COMPILE = textwrap.dedent(
         consts = {"KD": k[0], "KH": k[1], "KW": k[2], "TRANSPOSED": transposed, "FLAT_K": flat,
                   "DIRECT": direct, "REDUCE": int(transposed), "HAS_BIAS": True,
                   "ACTIVATION": 1, "PRECISION": precision, "CONTIG_OUT": not transposed,
-                  "CHANNELS": 0, "POOL": 0, "PKD": 1, "PKH": 1, "PKW": 1,
+                  "STATS": 0, "CHANNELS": 0, "POOL": 0, "PKD": 1, "PKH": 1, "PKW": 1,
                   "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"]}
         compiled = build(K.ks_conv_fwd, consts, ptrs, cfg["num_warps"], cfg["num_stages"])
         print("OK", transposed, flat, direct, compiled.metadata.shared)
@@ -196,6 +196,8 @@ COMPILE = textwrap.dedent(
     for op in (5, 6):  # logsumexp, softmax
         build(K.ks_conv_fwd, {**consts, "CHANNELS": op, "REDUCE": 0}, ptrs)
     print("OK channels")
+    build(K.ks_conv_fwd, {**consts, "STATS": 1, "POOL": 1, "PKH": 2, "PKW": 2, "CONTIG_OUT": False}, ptrs)
+    print("OK statistics")
     dw = {"KD": 1, "KH": 3, "KW": 7, "HAS_BIAS": True, "ACTIVATION": 0, "BLOCK": 512}
     build(K.epilogue_kernel([["save", 0], ["mul", "E0"], ["add", "R0"]], 1, K.ks_conv_depthwise), dw, ptrs)
     print("OK depthwise")
@@ -209,7 +211,7 @@ def test_the_kernel_compiles_for_hopper():
     """The interpreter does not compile; Triton's own compiler for sm_90 does, without a GPU."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, timeout=300, env=env)
-    assert out.stdout.count("OK") == 9, out.stdout[-2000:] + out.stderr[-3000:]
+    assert out.stdout.count("OK") == 10, out.stdout[-2000:] + out.stderr[-3000:]
 
 
 def _rewritten(model, x):
@@ -412,6 +414,11 @@ def test_every_form_on_the_gpu():
         got = conv(xc, wc, bc, stride=2, epilogue=[["channels", op], ["tanh"]])
         want = torch.tanh(ref(F.conv2d(xc.double(), wc.double(), bc.double(), stride=2)))
         torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5, msg=op)
+    got, sums = conv(xc, wc, bc, stride=2, epilogue=[["relu"]], stats=True)  # a normalization's sums
+    want = torch.relu(F.conv2d(xc.double(), wc.double(), bc.double(), stride=2))
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+    moments = torch.stack([want.sum((2, 3)), (want * want).sum((2, 3))])
+    torch.testing.assert_close(sums.double(), moments, rtol=1e-5, atol=1e-4)
     got = conv(x.half(), w.half(), b.half(), padding=1, groups=4)
     assert got.dtype == torch.float16
     want = F.conv2d(x.double(), w.double(), b.double(), padding=1, groups=4)
@@ -823,6 +830,104 @@ def test_activation_modules_and_functions_are_fused_into_the_kernel():
     ], seen  # fmt: skip
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", ["2d", "2d-grouped", "3d", "1d-strided-dilated"])
+def test_the_kernel_sums_a_normalizations_statistics_as_it_stores(name):
+    """Per (sample, channel): the sum and the sum of squares of the stored output, tiles spanning samples."""
+    from kernelskill.engine.conv import normalized
+
+    dims, _, cout, _, s, p, d, g, _ = CASES[name]
+    x, w, b = _inputs(CASES[name], transposed=False, seed=28)
+    got, sums = conv(x, w, b, s, p, d, g, epilogue=[["tanh"]], stats=True, config={"BLOCK_M": 16})
+    want = torch.tanh(FORWARD[dims](x.double(), w.double(), b.double(), s, p, d, g))
+    space = tuple(range(2, 2 + dims))
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(sums.double(), torch.stack([want.sum(space), (want * want).sum(space)]), rtol=1e-5,
+                               atol=1e-5)  # fmt: skip
+    weight, bias = torch.randn(cout), torch.randn(cout)
+    mean, var = torch.zeros(cout), torch.ones(cout)
+    ref_mean, ref_var = mean.clone(), var.clone()
+    out = normalized(got, sums, "batch", weight=weight, bias=bias, running_mean=mean, running_var=var, momentum=0.2)
+    ref = F.batch_norm(want.float(), ref_mean, ref_var, weight, bias, True, 0.2, 1e-5)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close((mean, var), (ref_mean, ref_var))
+    ref = F.group_norm(want.float(), 2, weight, bias)
+    torch.testing.assert_close(normalized(got, sums, "group", 2, weight, bias), ref, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(normalized(got, sums, "instance"), F.instance_norm(want.float()), rtol=1e-4, atol=1e-4)
+    pooled, sums = conv(x, w, b, s, p, d, g, epilogue=[["pool", "max", [1] * (dims - 1) + [2]]], stats=True)
+    torch.testing.assert_close(sums[1].double(), (pooled.double() ** 2).sum(space), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="statistics"):
+        conv(x, w, b, s, p, d, g, reduce="mean", stats=True)
+
+
+class _Norms(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(3, 8, 3)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.b = torch.nn.Conv3d(3, 8, 3)
+        self.gn = torch.nn.GroupNorm(4, 8)
+        self.c = torch.nn.ConvTranspose3d(3, 6, 3, stride=2, padding=1)
+        self.inorm = torch.nn.InstanceNorm3d(6)
+        self.d = torch.nn.Conv2d(3, 8, 3)
+        self.bn2 = torch.nn.BatchNorm2d(8, affine=False)
+        self.dw = torch.nn.Conv2d(3, 3, 3, groups=3)  # depthwise: the stencil stores without sums
+        self.bn3 = torch.nn.BatchNorm2d(3)
+
+    def forward(self, x, v):
+        a = self.bn(self.a(x)) * 2.0
+        b = self.gn(F.hardswish(self.b(v))).mean(dim=(2, 3, 4))
+        c = self.inorm(self.c(v)) / 2.0
+        d = self.bn2(F.max_pool2d(torch.relu(self.d(x)), 2))
+        return a, b, c, d, self.bn3(self.dw(x))
+
+
+def test_a_graphs_normalization_takes_its_statistics_from_the_kernel():
+    import copy
+
+    from kernelskill.engine.reformulate import conv_kernel_forms
+
+    torch.manual_seed(29)
+    model = _Norms()  # training mode: batch statistics, running statistics updated
+    twin = copy.deepcopy(model)
+    inputs = (torch.randn(2, 3, 11, 10), torch.randn(2, 3, 5, 6, 7))
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(conv_kernel_forms(gm, "ieee"))
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
+        want = twin(*inputs)
+    assert [w.partition("(ieee)")[2] for w in seen[0]] == [
+        ", batch_norm's statistics summed in the kernel as it stores",
+        ", with hardswish fused before its store, group_norm's statistics summed in the kernel as it "
+        "stores",
+        ", instance_norm's statistics summed in the kernel as it stores",
+        ", with relu / max_pool2d 2x2 fused before its store, batch_norm's statistics summed in the kernel as it "
+        "stores",
+        "",
+    ], seen
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+    for (name, mine), (_, theirs) in zip(model.named_buffers(), twin.named_buffers(), strict=True):
+        torch.testing.assert_close(mine, theirs, msg=name)
+
+
+def test_a_normalization_with_the_kernels_sums_traces_into_the_kernel_node():
+    code, output = aot_traced_code(
+        """
+        from kernelskill.engine.reformulate import conv_kernel_forms
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.Tanh())
+        """,
+        'conv_kernel_forms(gm, "tf32r")',
+        "torch.compile(model, backend=backend, fullgraph=True)(torch.randn(2, 3, 10, 10))",
+    )
+    assert "triton_kernel_wrapper" in code and "'STATS': 1" in code, output
+    assert "batch_norm" not in code and "rsqrt" in code, code
 
 
 def test_a_channels_last_input_is_rounded_in_place_of_a_layout_pass():
