@@ -873,6 +873,23 @@ def conv_transpose_nd_stats(
     return out, sums
 
 
+def batch_norm_affine(
+    running_mean: torch.Tensor,
+    running_var: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    eps: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """An eval-mode batch norm as ``x * scale + shift`` per channel: ``(scale, shift)``."""
+    scale = torch.rsqrt(running_var + eps)
+    if weight is not None:
+        scale = scale * weight
+    shift = -running_mean * scale
+    if bias is not None:
+        shift = shift + bias
+    return scale, shift
+
+
 def normalized(
     y: torch.Tensor,
     sums: torch.Tensor,
@@ -970,6 +987,11 @@ def epilogue_lines(steps: list[list[Any]]) -> list[str]:
             lines.append(f"acc = {UNARY[op]}")
         elif op == "leaky_relu":
             lines.append(f"acc = tl.where(acc >= 0.0, acc, acc * {float(args[0])!r})")
+        elif op == "affine":  # acc * scale + shift, both per channel (an eval-mode batch norm)
+            scale, shift = (f"v{a[1:]}" for a in args)
+            lines += [f"{v} = tl.load(E{v[1:]} + (chan % E{v[1:]}_n), mask=chan_ok, other=0.0).to(tl.float32)"
+                      for v in (scale, shift)]  # fmt: skip
+            lines.append(f"acc = acc * {scale} + {shift}")
         elif op in ("elu", "celu"):  # alpha * (exp(x) - 1) below zero (celu: exp(x / alpha))
             alpha = float(args[0])
             inner = "acc" if op == "elu" else f"acc / {alpha!r}"

@@ -519,6 +519,8 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
             if norm is not None:
                 chain.append(norm[1])
             last = chain[-1]
+            if steps:
+                extra["vectors"] = _vector_nodes(gm, vectors, last)
             with gm.graph.inserting_before(last):
                 if norm is not None:  # the output and its sums; then the normalization, in PyTorch ops
                     target = conv_transpose_nd_stats if transposed else conv_nd_stats
@@ -544,7 +546,8 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
             if steps:
                 names = (
                     f"{s[1]}_pool{len(s[2])}d {'x'.join(map(str, s[2]))}" if s[0] == "pool"
-                    else f"{s[1]} over the channels" if s[0] == "channels" else s[0]
+                    else f"{s[1]} over the channels" if s[0] == "channels"
+                    else "batch_norm (eval)" if s[0] == "affine" else s[0]
                     for s in steps if s[0] not in ("save", "load")
                 )  # fmt: skip
                 what += f", with {' / '.join(names)} fused before its store"
@@ -570,11 +573,12 @@ _BINARY_STEPS = {
     operator.add: "add", torch.add: "add", operator.sub: "sub", torch.sub: "sub",
     operator.mul: "mul", torch.mul: "mul", operator.truediv: "div", torch.div: "div",
     torch.minimum: "minimum", torch.maximum: "maximum", torch.min: "minimum", torch.max: "maximum",
+    torch.multiply: "mul", torch.subtract: "sub", torch.divide: "div", torch.true_divide: "div",
 }  # fmt: skip
 _METHOD_STEPS = {"relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh", "add": "add", "sub": "sub", "mul": "mul",
                  "div": "div", "clamp": "clamp", "minimum": "minimum", "maximum": "maximum", "exp": "exp",
                  "log": "log", "sqrt": "sqrt", "abs": "abs", "neg": "neg", "square": "square",
-                 "pow": "pow"}  # fmt: skip
+                 "pow": "pow", "multiply": "mul", "subtract": "sub", "divide": "div", "true_divide": "div"}  # fmt: skip
 
 
 def _per_channel(value: Any, out: Any) -> bool:
@@ -625,6 +629,8 @@ def epilogue_step(
         if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or (user.target is F.celu and not alpha):
             return None
         return ["elu" if user.target is F.elu else "celu", float(alpha)], None
+    elif user.op == "call_function" and user.target is F.batch_norm:  # eval mode: a per-channel affine map
+        return _batch_norm_affine(user, cur, n_vectors)
     elif user.op == "call_function" and user.target in (torch.pow, operator.pow):
         ok = len(args) == 2 and args[0] is cur and not kwargs and args[1] in _POWERS and not isinstance(args[1], bool)
         return ([_POWERS[args[1]]], None) if ok else None
@@ -671,6 +677,47 @@ def epilogue_step(
     if _per_channel(value, out):
         return [op, f"E{n_vectors}"], other
     return None
+
+
+def _batch_norm_affine(user: Any, cur: Any, n_vectors: int) -> tuple[list[Any], Any] | None:
+    """An eval-mode ``batch_norm`` of ``cur`` as ``["affine", "E<i>", "E<i+1>"]`` (``acc * scale + shift``).
+
+    Its two vectors are a recipe, ``("batch_norm_affine", running_mean, running_var, weight, bias, eps)``:
+    :func:`_vector_nodes` adds the nodes that compute them (``conv.batch_norm_affine``) once the fusion
+    is decided, so looking at a node changes nothing.
+    """
+    names = _NORMS[F.batch_norm]
+    if len(user.args) > len(names) or set(user.kwargs) - set(names):
+        return None
+    given = {**dict(zip(names, user.args, strict=False)), **user.kwargs}
+    eps, running = given.get("eps", 1e-5), [given.get("running_mean"), given.get("running_var")]
+    params = [given.get("weight"), given.get("bias")]
+    if given.get("input") is not cur or given.get("training", False) is not False or not isinstance(eps, (int, float)):
+        return None
+    if not all(isinstance(v, torch.fx.Node) for v in running) or not all(
+        v is None or isinstance(v, torch.fx.Node) for v in params
+    ):
+        return None
+    recipe = ("batch_norm_affine", *running, *params, float(eps))
+    return ["affine", f"E{n_vectors}", f"E{n_vectors + 1}"], [(recipe, 0), (recipe, 1)]
+
+
+def _vector_nodes(gm: Any, vectors: list[Any], before: Any) -> list[Any]:
+    """``vectors`` as graph nodes: a recipe (:func:`_batch_norm_affine`) becomes the nodes that compute it."""
+    from .conv import batch_norm_affine
+
+    made: dict[Any, Any] = {}
+    out = []
+    for vector in vectors:
+        if isinstance(vector, tuple):
+            recipe, index = vector
+            if recipe not in made:
+                with gm.graph.inserting_before(before):
+                    made[recipe] = gm.graph.call_function(batch_norm_affine, recipe[1:])
+            with gm.graph.inserting_before(before):
+                vector = gm.graph.call_function(operator.getitem, (made[recipe], index))
+        out.append(vector)
+    return out
 
 
 _MEAN_POOLS = (F.adaptive_avg_pool1d, torch.adaptive_avg_pool1d, F.adaptive_avg_pool2d, F.adaptive_avg_pool3d)
@@ -930,7 +977,7 @@ def _epilogue_dag(start: Any, out: Any, n_vectors: int, reg0: int) -> tuple[list
             continue
         step, vector = got
         if vector is not None:
-            vectors.append(vector)
+            vectors.extend(vector if isinstance(vector, list) else [vector])
         step = [value_of.get(a, a) if isinstance(a, torch.fx.Node) else a for a in step]
         value_of[user] = user
         taken.append((user, value_of[cur], step))
@@ -999,7 +1046,7 @@ def _epilogue_chain(
             break
         steps.append(step[0])
         if step[1] is not None:
-            vectors.append(step[1])
+            vectors.extend(step[1] if isinstance(step[1], list) else [step[1]])
         chain.append(user)
     return steps, vectors, chain
 

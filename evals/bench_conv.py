@@ -75,7 +75,7 @@ def fusions(task_path: Path, precision: str = "tf32r") -> list[str]:
 
     task = load_task_module(str(task_path), cpu=False, name="bench_conv_fusions_task")
     with torch.device("meta"):
-        model = task.Model(*task.get_init_inputs()).eval()
+        model = task.Model(*task.get_init_inputs())  # in its own mode, as the reviewer runs it
         inputs = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
     seen: list[str] = []
 

@@ -167,7 +167,7 @@ COMPILE = textwrap.dedent(
         return triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=consts),
                               target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
 
-    ptrs = ("X", "Wp", "Bias", "Out", "E0", "Stats")
+    ptrs = ("X", "Wp", "Bias", "Out", "E0", "E1", "Stats")
     for transposed, flat, direct, precision, k in ((False, False, False, "tf32", (1, 3, 3)),
                                                    (True, False, False, "tf32x3", (3, 3, 3)),
                                                    (False, True, False, "ieee", (3, 5, 7)),
@@ -182,7 +182,8 @@ COMPILE = textwrap.dedent(
         print("OK", transposed, flat, direct, compiled.metadata.shared)
 
     unary = [[op] for op in K.UNARY] + [["elu", 0.5], ["celu", 2.0], ["softplus", 2.0, 5.0], ["leaky_relu", 0.1]]
-    kernel = K.epilogue_kernel([["add", "E0"], *unary, ["clamp", 0.0, 1.0]], 1)  # a generated epilogue kernel
+    steps = [["add", "E0"], *unary, ["affine", "E1", "E0"], ["clamp", 0.0, 1.0]]
+    kernel = K.epilogue_kernel(steps, 2)  # a generated epilogue kernel
     consts.update(TRANSPOSED=False, FLAT_K=False, DIRECT=False, REDUCE=0, PRECISION="tf32")
     build(kernel, consts, ptrs)
     print("OK epilogue")
@@ -915,6 +916,54 @@ def test_a_graphs_normalization_takes_its_statistics_from_the_kernel():
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
     for (name, mine), (_, theirs) in zip(model.named_buffers(), twin.named_buffers(), strict=True):
         torch.testing.assert_close(mine, theirs, msg=name)
+
+
+class _EvalNorm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(3, 8, 3)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.b = torch.nn.Conv2d(3, 8, 3)
+        self.bn2 = torch.nn.BatchNorm2d(8, affine=False)
+        for bn in (self.bn, self.bn2):
+            bn.running_mean.normal_()
+            bn.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x):
+        y = self.b(x)
+        return torch.relu(self.bn(self.a(x))), self.bn2(torch.multiply(torch.tanh(F.softplus(y)), y))
+
+
+def test_an_eval_mode_batch_norm_is_a_per_channel_step_and_a_training_one_takes_the_kernels_sums():
+    import copy
+
+    from kernelskill.engine.reformulate import conv_kernel_forms
+
+    torch.manual_seed(30)
+    model, x, seen = _EvalNorm(), torch.randn(2, 3, 11, 10), []
+
+    def backend(gm, example_inputs):
+        seen.append([w.partition("(ieee), ")[2] for w in conv_kernel_forms(gm, "ieee")])
+        return gm.forward
+
+    for mode, fused in (
+        ("eval", ["with softplus / tanh / mul / batch_norm (eval) fused before its store",
+                  "with batch_norm (eval) / relu fused before its store"]),
+        ("train", ["with softplus / tanh / mul fused before its store, batch_norm's statistics summed in the kernel "
+                   "as it stores",
+                   "batch_norm's statistics summed in the kernel as it stores"]),
+    ):  # fmt: skip
+        getattr(model, mode)()
+        twin = copy.deepcopy(model)
+        torch._dynamo.reset()
+        with torch.no_grad():
+            got = torch.compile(model, backend=backend, fullgraph=True)(x)
+            want = twin(x)
+        assert seen[-1] == fused, seen
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+        for (name, mine), (_, theirs) in zip(model.named_buffers(), twin.named_buffers(), strict=True):
+            torch.testing.assert_close(mine, theirs, msg=name)
 
 
 def test_a_normalization_with_the_kernels_sums_traces_into_the_kernel_node():
