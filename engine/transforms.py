@@ -48,7 +48,8 @@ Each transform implements the method of the skill cards that name it (``transfor
   element-wise tail of each convolution in the graph is computed in the kernel before its store
   (``reformulate.conv_kernel_forms``), and so are a step over the output channels after it (min, max, sum,
   mean, logsumexp, softmax), a max or average pooling whose window is its stride, and a mean over every
-  spatial dimension, each with the element-wise steps after it; Inductor fuses the rest into its own kernels.
+  spatial dimension, each with the element-wise steps after it; a batch, group or instance norm after the tail
+  takes its statistics from sums the kernel adds up as it stores; Inductor fuses the rest into its own kernels.
   A later recapture keeps the form.
 
 The reviewer judges every result like any other candidate; a transform only proposes.
