@@ -28,8 +28,10 @@ convolution in the task's graph (numbers and per-channel tensors as operands, ac
 when one tile holds them all; a max or average pooling whose window is its stride (a power of two of
 positions: the tile's rows are ordered window by window, so a window is reduced in registers); and a mean
 over every spatial position; each with the element-wise steps after it. Only the result is stored: a
-pooled output is 4-8 times smaller than the convolution's. Each distinct epilogue is its own generated
-kernel (:func:`epilogue_kernel`).
+pooled output is 4-8 times smaller than the convolution's. With ``stats``, the kernel also adds up the
+stored values' sums and sums of squares per (sample, channel), so a batch, group or instance norm that
+follows (:func:`normalized`) needs no pass of its own over the output for its statistics. Each distinct
+epilogue is its own generated kernel (:func:`epilogue_kernel`).
 
 Numerics: fp32 inputs multiply in ``precision``: ``ieee`` (exact fp32), ``tf32x3`` (3xTF32, near fp32),
 ``tf32`` (one TF32 product), or ``tf32r``, which is ``tf32`` with both operands first rounded to the
