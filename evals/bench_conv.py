@@ -2,6 +2,7 @@
 
     python -m kernelskill.evals.bench_conv [--tasks DIR ...] [--out DIR] [--precision tf32r]
     python -m kernelskill.evals.bench_conv --tasks DIR --fusions   # what each convolution fuses (CPU)
+    python -m kernelskill.evals.bench_conv --tasks DIR --whole --out DIR   # whole tasks, epilogues fused
 
 Every task file of the folders (default: the bundled suite's levels) is traced on the meta device
 (no memory, no compute), and each distinct convolution its reference calls (``torch.conv{1,2,3}d``,
@@ -16,6 +17,13 @@ geometric means per task folder). A second run into the same ``--out`` keeps the
 same precision, ``--config`` and tuning and measures the rest. Without ``--config`` our kernel runs the
 launch configuration it tunes per convolution (``engine/conv_tune.py``; each row records it;
 ``KERNELSKILL_CONV_TUNE=0``: the default configuration).
+
+``--whole`` times each task with a convolution whole instead: its reference's forward eager, under
+``torch.compile``, and under ``torch.compile`` with every convolution rewritten onto our kernel first,
+with what follows it fused (``engine/reformulate.py: conv_kernel_forms``, the offline engine's
+``conv_kernel`` recapture without the capture), in the same process; each row gives both speedups, what
+was fused, and the largest error against eager's output. Results: ``bench_whole.jsonl`` and
+``bench_whole.md``, resumed the same way.
 """
 
 from __future__ import annotations
@@ -226,6 +234,132 @@ def measure(rec: dict[str, Any], precision: str, config: dict[str, Any] | None =
     return row
 
 
+def measure_task(task_path: Path, precision: str) -> dict[str, Any]:
+    """Time one task's forward eager, under ``torch.compile``, and compiled with its convolutions on our kernel.
+
+    CUDA only. The three share the model's weights and inputs (seeded); a model with state (a batch norm's
+    running statistics) runs each from its own copy.
+    """
+    import copy
+
+    import torch
+    from torch._inductor.compile_fx import compile_fx
+
+    from kernelskill.engine.reformulate import conv_kernel_forms
+    from kernelskill.runner.taskfile import load_task_module
+    from kernelskill.runner.timing import time_adaptive
+
+    task = load_task_module(str(task_path), cpu=False, name="bench_conv_whole_task")
+    torch.manual_seed(0)
+    model = task.Model(*task.get_init_inputs()).cuda()
+    torch.manual_seed(1)
+    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    forms: list[str] = []
+
+    def backend(gm: Any, example_inputs: Any) -> Any:
+        forms.extend(conv_kernel_forms(gm, precision))
+        return compile_fx(gm, example_inputs)
+
+    torch._dynamo.reset()
+    eager = copy.deepcopy(model)
+    compiled = torch.compile(copy.deepcopy(model))
+    ours = torch.compile(copy.deepcopy(model), backend=backend)
+    with torch.no_grad():
+        want, got = eager(*inputs), ours(*inputs)
+        compiled(*inputs)
+        flat = [(g, w) for g, w in zip(_tensors(got), _tensors(want), strict=True)]
+        scale = max((w.abs().max().item() for _, w in flat), default=1.0) or 1.0
+        err = max(((g.double() - w.double()).abs().max().item() for g, w in flat), default=0.0) / scale
+        times = {name: time_adaptive(lambda fn=fn: fn(*inputs)) for name, fn in
+                 (("eager", eager), ("compile", compiled), ("ours", ours))}  # fmt: skip
+    row: dict[str, Any] = {f"{name}_ms": t["median_ms"] for name, t in times.items()}
+    row["vs_eager"] = row["eager_ms"] / row["ours_ms"]
+    row["vs_compile"] = row["compile_ms"] / row["ours_ms"]
+    row["err_vs_eager"] = err
+    row["fused"] = [f.partition(f"({precision})")[2].strip(", ") for f in forms]
+    return row
+
+
+def _tensors(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def whole_markdown(rows: list[dict[str, Any]], precision: str) -> str:
+    """The whole-task table: one line per task, then arithmetic and geometric means per task folder."""
+    lines = [
+        f"Whole tasks, median ms: eager, torch.compile, and torch.compile with the convolutions on our kernel "
+        f"(`{precision}`) and what follows them fused",
+        "",
+        "| task | eager ms | compile ms | ours ms | vs eager | vs compile | err vs eager | fused |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['task']} | - | - | - | - | - | - | {r['error'][:80]} |")
+            continue
+        fused = "; ".join(f for f in r["fused"] if f) or "-"
+        lines.append(
+            f"| {r['task']} | {r['eager_ms']:.4g} | {r['compile_ms']:.4g} | {r['ours_ms']:.4g} | {r['vs_eager']:.3f} "
+            f"| {r['vs_compile']:.3f} | {r['err_vs_eager']:.1e} | {fused} |"
+        )
+    lines += [
+        "",
+        "| folder | tasks | vs eager arith / geo | vs compile arith / geo | at least 0.9x compile |",
+        "|---|---|---|---|---|",
+    ]
+    for folder in sorted({r["task"].split("/")[0] for r in rows if "vs_compile" in r}):
+        sel = [r for r in rows if r["task"].startswith(folder + "/") and "vs_compile" in r]
+        means = {
+            k: (sum(r[k] for r in sel) / len(sel), math.exp(sum(math.log(r[k]) for r in sel) / len(sel)))
+            for k in ("vs_eager", "vs_compile")
+        }
+        good = sum(r["vs_compile"] >= 0.9 for r in sel)
+        lines.append(
+            f"| {folder} | {len(sel)} | {means['vs_eager'][0]:.3f} / {means['vs_eager'][1]:.3f} "
+            f"| {means['vs_compile'][0]:.3f} / {means['vs_compile'][1]:.3f} | {good} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def whole(folders: list[Path], out: Path, precision: str) -> int:
+    """``--whole``: every task of ``folders`` with a convolution, timed by :func:`measure_task`; resumable."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "bench_whole.jsonl"
+    done = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            if row.get("precision") == precision and "error" not in row:
+                done[row["task"]] = row
+    rows = []
+    with open(path, "a") as log:
+        for folder in folders:
+            for task_path in sorted(folder.glob("*.py"), key=lambda f: (len(f.name.split("_")[0]), f.name)):
+                task = f"{folder.name}/{task_path.stem}"
+                if task in done:
+                    rows.append(done[task])
+                    continue
+                try:
+                    if not trace_convs(task_path):
+                        continue
+                    row = {"task": task, "precision": precision, **measure_task(task_path, precision)}
+                except Exception as e:  # noqa: BLE001 - one task that fails is a row, not the end of the run
+                    row = {"task": task, "precision": precision, "error": f"{type(e).__name__}: {str(e)[:200]}"}
+                rows.append(row)
+                log.write(json.dumps(row) + "\n")
+                log.flush()
+                print(task, row.get("vs_compile"), row.get("error", ""), flush=True)
+    (out / "bench_whole.md").write_text(whole_markdown(rows, precision))
+    print(f"table: {out / 'bench_whole.md'}")
+    return 0
+
+
 def markdown(rows: list[dict[str, Any]], precision: str) -> str:
     """The table: one line per convolution, then geometric means per task folder."""
     lines = [
@@ -283,6 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="only list the convolutions found (no GPU needed)")
     ap.add_argument("--fusions", action="store_true",
                     help="only list what each task's convolutions fuse in our kernel (no GPU needed)")  # fmt: skip
+    ap.add_argument("--whole", action="store_true",
+                    help="time whole tasks: eager, torch.compile, and with our kernel and its fusions")  # fmt: skip
     args = ap.parse_args(argv)
     folders = args.tasks or sorted(TASKS_DIR.glob("level*"))
     if args.fusions:
@@ -301,8 +437,10 @@ def main(argv: list[str] | None = None) -> int:
             print(task, json.dumps(rec))
         return 0
     if not torch.cuda.is_available():
-        print("bench_conv times on a CUDA GPU (use --list to see the convolutions without one)")
+        print("bench_conv times on a CUDA GPU (use --list or --fusions to see the convolutions without one)")
         return 2
+    if args.whole:
+        return whole(folders, args.out, args.precision)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "bench_conv.jsonl"
     config = json.loads(args.config)

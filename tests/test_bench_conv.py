@@ -151,3 +151,45 @@ def test_the_fusions_listing_says_what_each_convolution_fuses_without_a_gpu(tmp_
     ], lines[:2]
     assert lines[2].startswith(f"{name}/2_broken.py: not traced: TaskFileError:") and "no model here" in lines[2]
     assert len(lines) == 3
+
+
+def test_whole_tasks_are_timed_with_their_fusions_and_resumed(tmp_path, monkeypatch):
+    import torch
+
+    from kernelskill.evals import bench_conv
+
+    tasks = tmp_path / "level2"
+    tasks.mkdir()
+    (tasks / "1_pooled.py").write_text(POOLED_TASK)
+    (tasks / "2_noconv.py").write_text(POOLED_TASK.replace("self.conv(x)", "x").replace("nn.Conv2d(16, 64, 3)", "None"))
+    (tasks / "3_also.py").write_text(POOLED_TASK)
+    timed = []
+
+    def fake(task_path, precision):  # the GPU timing stands aside; which tasks, the resume and the table are the point
+        timed.append(task_path.name)
+        if task_path.name == "3_also.py" and len(timed) < 3:
+            raise RuntimeError("out of memory")
+        return {"eager_ms": 2.0, "compile_ms": 1.0, "ours_ms": 0.8, "vs_eager": 2.5, "vs_compile": 1.25,
+                "err_vs_eager": 1e-6, "fused": ["with sub / tanh / max_pool2d 2x2 fused before its store"]}  # fmt: skip
+
+    monkeypatch.setattr(bench_conv, "measure_task", fake)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    args = ["--tasks", str(tasks), "--whole", "--out", str(tmp_path / "out")]
+    assert bench_conv.main(args) == 0 and timed == ["1_pooled.py", "3_also.py"]  # no convolution: no row
+    assert bench_conv.main(args) == 0 and timed[2:] == ["3_also.py"]  # the failed row only
+    table = (tmp_path / "out" / "bench_whole.md").read_text()
+    assert "| level2/1_pooled | 2 | 1 | 0.8 | 2.500 | 1.250 | 1.0e-06 | with sub / tanh / max_pool2d 2x2" in table
+    assert "| level2 | 2 | 2.500 / 2.500 | 1.250 / 1.250 | 2 |" in table and "out of memory" not in table
+
+
+@pytest.mark.gpu
+def test_a_whole_task_timed_three_ways_with_its_epilogue_fused_on_the_gpu(tmp_path):
+    from kernelskill.evals.bench_conv import measure_task
+
+    task = tmp_path / "t.py"
+    task.write_text(POOLED_TASK.replace("256, 16, 512, 512", "8, 16, 64, 64"))
+    row = measure_task(task, "tf32r")
+    assert row["err_vs_eager"] < 1e-2  # TF32 products, like cuDNN's
+    assert any("max_pool2d 2x2" in f for f in row["fused"]) and any("min over the channels" in f for f in row["fused"])
+    for name in ("eager", "compile", "ours"):
+        assert row[f"{name}_ms"] > 0
