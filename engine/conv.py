@@ -705,18 +705,22 @@ def _conv_op_body(
     epilogue: str,
     vectors: list[torch.Tensor],
     reduce: str,
-) -> torch.Tensor:
+    stats: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
     import json
 
     steps = json.loads(epilogue) if epilogue else None
-    return conv(
-        x, weight, bias, stride, padding, dilation, groups, transposed, output_padding, precision,
-        epilogue=steps, vectors=vectors, reduce=reduce or None,
-    )  # fmt: skip
+    args = (x, weight, bias, stride, padding, dilation, groups, transposed, output_padding, precision)
+    if stats:
+        out, sums = conv(*args, epilogue=steps, vectors=vectors, stats=True)
+        return out, sums
+    return conv(*args, epilogue=steps, vectors=vectors, reduce=reduce or None), x.new_empty(0)
 
 
 def conv_op() -> Any:
     """``torch.ops.kernelskill.conv`` (registered when this module is imported, once per process).
+
+    Returns ``(output, sums)``: :func:`conv`'s result and, with ``stats``, its statistics (else empty).
 
     A ``torch.library.triton_op``: Inductor traces through it, so a compiler seed captured with it
     carries :func:`ks_conv_fwd`'s source like Inductor's own kernels, and stays standalone. It is
@@ -746,19 +750,20 @@ def conv_nd(
     vectors: Sequence[torch.Tensor] = (),
     reduce: str = "",
     keepdim: bool = False,
-) -> torch.Tensor:
+    stats: bool = False,
+) -> Any:
     """``torch.conv{1,2,3}d``'s signature through our kernel (what a rewritten graph node calls).
 
     ``epilogue``: JSON of the element-wise steps fused after it (:func:`epilogue_lines`), ``vectors`` their
     per-channel operands. ``reduce="mean"``: then the mean over every spatial dimension (``keepdim`` as
-    ``torch.mean``'s), reduced in the kernel.
+    ``torch.mean``'s), reduced in the kernel. ``stats``: returns ``(output, sums)`` (:func:`conv`'s).
     """
     dims = input.dim() - 2
     s, p, d = (per_dim(v, dims) for v in (stride, padding, dilation))
-    out = conv_op()(
-        input, weight, bias, s, p, d, int(groups), False, [0] * dims, precision, epilogue, list(vectors), reduce
+    out, sums = conv_op()(
+        input, weight, bias, s, p, d, int(groups), False, [0] * dims, precision, epilogue, list(vectors), reduce, stats
     )
-    return _kept(out, dims, reduce, keepdim)
+    return (out, sums) if stats else _kept(out, dims, reduce, keepdim)
 
 
 def _kept(out: torch.Tensor, dims: int, reduce: str, keepdim: bool) -> torch.Tensor:
@@ -780,99 +785,15 @@ def conv_transpose_nd(
     vectors: Sequence[torch.Tensor] = (),
     reduce: str = "",
     keepdim: bool = False,
-) -> torch.Tensor:
+    stats: bool = False,
+) -> Any:
     """``torch.conv_transpose{1,2,3}d``'s signature through our kernel (phase decomposition), as :func:`conv_nd`."""
     dims = input.dim() - 2
     s, p, op, d = (per_dim(v, dims) for v in (stride, padding, output_padding, dilation))
-    out = conv_op()(input, weight, bias, s, p, d, int(groups), True, op, precision, epilogue, list(vectors), reduce)
-    return _kept(out, dims, reduce, keepdim)
-
-
-STATS_OP_NAME = "kernelskill::conv_stats"
-_STATS_OP: Any = None
-
-
-def _conv_stats_op_body(
-    x: torch.Tensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None,
-    stride: list[int],
-    padding: list[int],
-    dilation: list[int],
-    groups: int,
-    transposed: bool,
-    output_padding: list[int],
-    precision: str,
-    epilogue: str,
-    vectors: list[torch.Tensor],
-) -> tuple[torch.Tensor, torch.Tensor]:
-    import json
-
-    steps = json.loads(epilogue) if epilogue else None
-    out, sums = conv(
-        x, weight, bias, stride, padding, dilation, groups, transposed, output_padding, precision,
-        epilogue=steps, vectors=vectors, stats=True,
-    )  # fmt: skip
-    return out, sums
-
-
-def conv_stats_op() -> Any:
-    """``torch.ops.kernelskill.conv_stats``: :func:`conv_op` that also returns the output's sums (``stats``)."""
-    global _STATS_OP
-    if _STATS_OP is None:
-        ns = torch.ops.kernelskill
-        _STATS_OP = (
-            ns.conv_stats
-            if hasattr(ns, "conv_stats")
-            else torch.library.triton_op(STATS_OP_NAME, _conv_stats_op_body, mutates_args=())
-        )
-    return _STATS_OP
-
-
-conv_stats_op()
-
-
-def conv_nd_stats(
-    input: torch.Tensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None = None,
-    stride: Any = 1,
-    padding: Any = 0,
-    dilation: Any = 1,
-    groups: int = 1,
-    precision: str = "ieee",
-    epilogue: str = "",
-    vectors: Sequence[torch.Tensor] = (),
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`conv_nd`, returning ``(output, sums)`` (:func:`conv`'s ``stats``)."""
-    dims = input.dim() - 2
-    s, p, d = (per_dim(v, dims) for v in (stride, padding, dilation))
-    out, sums = conv_stats_op()(
-        input, weight, bias, s, p, d, int(groups), False, [0] * dims, precision, epilogue, list(vectors)
+    out, sums = conv_op()(
+        input, weight, bias, s, p, d, int(groups), True, op, precision, epilogue, list(vectors), reduce, stats
     )
-    return out, sums
-
-
-def conv_transpose_nd_stats(
-    input: torch.Tensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None = None,
-    stride: Any = 1,
-    padding: Any = 0,
-    output_padding: Any = 0,
-    groups: int = 1,
-    dilation: Any = 1,
-    precision: str = "ieee",
-    epilogue: str = "",
-    vectors: Sequence[torch.Tensor] = (),
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`conv_transpose_nd`, returning ``(output, sums)`` (:func:`conv`'s ``stats``)."""
-    dims = input.dim() - 2
-    s, p, op, d = (per_dim(v, dims) for v in (stride, padding, output_padding, dilation))
-    out, sums = conv_stats_op()(
-        input, weight, bias, s, p, d, int(groups), True, op, precision, epilogue, list(vectors)
-    )
-    return out, sums
+    return (out, sums) if stats else _kept(out, dims, reduce, keepdim)
 
 
 def batch_norm_affine(

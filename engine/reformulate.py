@@ -479,7 +479,7 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
     """
     import json
 
-    from .conv import conv_nd, conv_nd_stats, conv_transpose_nd, conv_transpose_nd_stats, normalized
+    from .conv import conv_nd, conv_transpose_nd, normalized
 
     done = []
     for node in list(gm.graph.nodes):
@@ -523,8 +523,7 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
                 extra["vectors"] = _vector_nodes(gm, vectors, last)
             with gm.graph.inserting_before(last):
                 if norm is not None:  # the output and its sums; then the normalization, in PyTorch ops
-                    target = conv_transpose_nd_stats if transposed else conv_nd_stats
-                    pair = gm.graph.call_function(target, node.args, {**node.kwargs, **extra})
+                    pair = gm.graph.call_function(node.target, node.args, {**node.kwargs, **extra, "stats": True})
                     fused = gm.graph.call_function(operator.getitem, (pair, 0))
                     sums = gm.graph.call_function(operator.getitem, (pair, 1))
                     normed = gm.graph.call_function(normalized, (fused, sums), norm[0])

@@ -215,9 +215,17 @@ def test_the_kernel_compiles_for_hopper():
     assert out.stdout.count("OK") == 10, out.stdout[-2000:] + out.stderr[-3000:]
 
 
-def _rewritten(model, x):
+def _all_close(got, want, tol, equal_nan=False):
+    """Each output of the rewritten graph matches the model's: shape and values."""
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape
+        torch.testing.assert_close(g, w, rtol=tol, atol=tol, equal_nan=equal_nan)
+
+
+def _rewritten(model, *inputs, twin=None, codes=None):
     """``conv_kernel_forms(gm, "ieee")`` on ``model``'s Dynamo graph: (what it rewrote, the call targets after,
-    the rewritten graph's output, the model's own)."""
+    the rewritten graph's output, the model's own, or ``twin``'s: a copy for a model with state). ``codes``:
+    a list the rewritten graphs' code is appended to."""
     from kernelskill.engine.reformulate import conv_kernel_forms
 
     seen, targets = [], []
@@ -225,12 +233,14 @@ def _rewritten(model, x):
     def backend(gm, example_inputs):
         seen.append(conv_kernel_forms(gm, "ieee"))
         targets.extend(n.target for n in gm.graph.nodes if n.op == "call_function")
+        if codes is not None:
+            codes.append(gm.code)
         return gm.forward
 
     torch._dynamo.reset()
     with torch.no_grad():
-        got = torch.compile(model, backend=backend, fullgraph=True)(x)
-        want = model(x)
+        got = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
+        want = (twin or model)(*inputs)
     return seen, targets, got, want
 
 
@@ -370,8 +380,7 @@ def test_an_element_wise_tail_is_fused_into_the_kernel():
             "conv3d -> our implicit-GEMM Triton kernel (ieee), with relu / add fused before its store",
         ]
     ]
-    for g, w in zip(got, want, strict=True):
-        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+    _all_close(got, want, 1e-5)
 
 
 @pytest.mark.gpu
@@ -475,27 +484,14 @@ class _Means(torch.nn.Module):
 
 
 def test_a_mean_over_space_after_the_tail_is_fused_into_the_kernel():
-    from kernelskill.engine.reformulate import conv_kernel_forms
-
     torch.manual_seed(16)
     model = _Means().eval()
     inputs = (torch.randn(2, 3, 6, 5), torch.randn(2, 3, 3, 4, 3), torch.randn(2, 3, 9))
-    seen = []
-
-    def backend(gm, example_inputs):
-        seen.append(conv_kernel_forms(gm, "ieee"))
-        return gm.forward
-
-    torch._dynamo.reset()
-    with torch.no_grad():
-        got = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
-        want = model(*inputs)
+    seen, _, got, want = _rewritten(model, *inputs)
     reduced = [w for w in seen[0] if "spatial mean reduced in the kernel" in w]
     assert len(seen[0]) == 4 and len(reduced) == 3, seen
     assert "gelu fused before its store" in reduced[0] and "mul fused" in reduced[1]
-    for g, w in zip(got, want, strict=True):
-        assert g.shape == w.shape
-        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+    _all_close(got, want, 1e-5)
 
 
 POOL_FN = {("max", 1): F.max_pool1d, ("max", 2): F.max_pool2d, ("max", 3): F.max_pool3d,
@@ -583,21 +579,10 @@ class _Pools(torch.nn.Module):
 
 
 def test_a_graphs_pooling_after_the_tail_is_fused_into_the_kernel():
-    from kernelskill.engine.reformulate import conv_kernel_forms
-
     torch.manual_seed(22)
     model = _Pools().eval()
     inputs = (torch.randn(2, 3, 11, 10), torch.randn(2, 3, 6, 7, 8), torch.randn(2, 4, 9, 9))
-    seen = []
-
-    def backend(gm, example_inputs):
-        seen.append(conv_kernel_forms(gm, "ieee"))
-        return gm.forward
-
-    torch._dynamo.reset()
-    with torch.no_grad():
-        got = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
-        want = model(*inputs)
+    seen, _, got, want = _rewritten(model, *inputs)
     fused = [w.partition("with ")[2] for w in seen[0] if "pool" in w]
     assert fused == [
         "sub / hardswish / max_pool2d 2x2 / mish fused before its store",
@@ -607,9 +592,7 @@ def test_a_graphs_pooling_after_the_tail_is_fused_into_the_kernel():
         "tanh / avg_pool2d 2x2 fused before its store",
     ], seen
     assert len(seen[0]) == 10
-    for g, w in zip(got, want, strict=True):
-        assert g.shape == w.shape
-        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+    _all_close(got, want, 1e-5)
 
 
 def test_a_fused_pooling_traces_into_the_kernel_node():
@@ -698,21 +681,10 @@ class _AcrossChannels(torch.nn.Module):
 
 
 def test_a_graphs_step_over_the_channels_is_fused_into_the_kernel():
-    from kernelskill.engine.reformulate import conv_kernel_forms
-
     torch.manual_seed(25)
     model = _AcrossChannels().eval()
     inputs = (torch.randn(2, 3, 11, 10), torch.randn(2, 3, 6, 7, 8), torch.randn(2, 4, 9, 9))
-    seen = []
-
-    def backend(gm, example_inputs):
-        seen.append(conv_kernel_forms(gm, "ieee"))
-        return gm.forward
-
-    torch._dynamo.reset()
-    with torch.no_grad():
-        got = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
-        want = model(*inputs)
+    seen, _, got, want = _rewritten(model, *inputs)
     assert [w.partition("with ")[2].removesuffix(" fused before its store") for w in seen[0]] == [
         "min over the channels / tanh / tanh",
         "mul / min over the channels",
@@ -726,9 +698,7 @@ def test_a_graphs_step_over_the_channels_is_fused_into_the_kernel():
         "",
         "",
     ], seen
-    for g, w in zip(got, want, strict=True):
-        assert g.shape == w.shape
-        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+    _all_close(got, want, 1e-5)
 
 
 class _ReadTwice(torch.nn.Module):
@@ -759,22 +729,11 @@ class _ReadTwice(torch.nn.Module):
 
 
 def test_steps_that_read_a_value_twice_keep_it_in_a_register():
-    from kernelskill.engine.reformulate import conv_kernel_forms
-
     torch.manual_seed(26)
     model = _ReadTwice().eval()
     inputs = (torch.randn(2, 3, 11, 10), torch.randn(2, 3, 4, 5, 3), torch.randn(2, 4, 7, 6))
-    seen, codes = [], []
-
-    def backend(gm, example_inputs):
-        seen.append(conv_kernel_forms(gm, "ieee"))
-        codes.append(gm.code)
-        return gm.forward
-
-    torch._dynamo.reset()
-    with torch.no_grad():
-        got = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
-        want = model(*inputs)
+    codes = []
+    seen, _, got, want = _rewritten(model, *inputs, codes=codes)
     assert [w.partition("with ")[2].removesuffix(" fused before its store") for w in seen[0]] == [
         "add / add / mul / add",
         "relu / add / div / clamp / mul",
@@ -786,9 +745,7 @@ def test_steps_that_read_a_value_twice_keep_it_in_a_register():
     ], seen
     assert """'[["save", 0], ["add", "E0"], ["add", "R0"], ["mul", "R0"], ["add", "R0"]]'""" in codes[0]
     assert "torch.sigmoid" not in codes[0] and "clone" not in codes[0]
-    for g, w in zip(got, want, strict=True):
-        assert g.shape == w.shape
-        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+    _all_close(got, want, 1e-5)
 
 
 class _Activations(torch.nn.Module):
@@ -810,27 +767,14 @@ class _Activations(torch.nn.Module):
 
 
 def test_activation_modules_and_functions_are_fused_into_the_kernel():
-    from kernelskill.engine.reformulate import conv_kernel_forms
-
     torch.manual_seed(27)
-    seen = []
-
-    def backend(gm, example_inputs):
-        seen.append(conv_kernel_forms(gm, "ieee"))
-        return gm.forward
-
-    torch._dynamo.reset()
-    model, x = _Activations().eval(), torch.randn(2, 3, 11, 10)
-    with torch.no_grad():
-        got = torch.compile(model, backend=backend, fullgraph=True)(x)
-        want = model(x)
+    seen, _, got, want = _rewritten(_Activations().eval(), torch.randn(2, 3, 11, 10))
     assert [w.partition("with ")[2].removesuffix(" fused before its store") for w in seen[0]] == [
         "hardswish", "elu", "softplus", "selu", "hardsigmoid", "clamp", "logsigmoid", "softsign", "gelu_tanh", "celu",
         "softplus", "exp", "abs", "neg", "square", "cube", "square", "abs / add / sqrt", "abs / add / log",
         "exp / square", "",
     ], seen  # fmt: skip
-    for g, w in zip(got, want, strict=True):
-        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5, equal_nan=True)
+    _all_close(got, want, 1e-5, equal_nan=True)
 
 
 @pytest.mark.parametrize("name", ["2d", "2d-grouped", "3d", "1d-strided-dilated"])
@@ -887,22 +831,12 @@ class _Norms(torch.nn.Module):
 def test_a_graphs_normalization_takes_its_statistics_from_the_kernel():
     import copy
 
-    from kernelskill.engine.reformulate import conv_kernel_forms
 
     torch.manual_seed(29)
     model = _Norms()  # training mode: batch statistics, running statistics updated
     twin = copy.deepcopy(model)
     inputs = (torch.randn(2, 3, 11, 10), torch.randn(2, 3, 5, 6, 7))
-    seen = []
-
-    def backend(gm, example_inputs):
-        seen.append(conv_kernel_forms(gm, "ieee"))
-        return gm.forward
-
-    torch._dynamo.reset()
-    with torch.no_grad():
-        got = torch.compile(model, backend=backend, fullgraph=True)(*inputs)
-        want = twin(*inputs)
+    seen, _, got, want = _rewritten(model, *inputs, twin=twin)
     assert [w.partition("(ieee)")[2] for w in seen[0]] == [
         ", batch_norm's statistics summed in the kernel as it stores",
         ", with hardswish fused before its store, group_norm's statistics summed in the kernel as it "
@@ -912,8 +846,7 @@ def test_a_graphs_normalization_takes_its_statistics_from_the_kernel():
         "stores",
         "",
     ], seen
-    for g, w in zip(got, want, strict=True):
-        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+    _all_close(got, want, 1e-4)
     for (name, mine), (_, theirs) in zip(model.named_buffers(), twin.named_buffers(), strict=True):
         torch.testing.assert_close(mine, theirs, msg=name)
 
@@ -937,15 +870,8 @@ class _EvalNorm(torch.nn.Module):
 def test_an_eval_mode_batch_norm_is_a_per_channel_step_and_a_training_one_takes_the_kernels_sums():
     import copy
 
-    from kernelskill.engine.reformulate import conv_kernel_forms
-
     torch.manual_seed(30)
-    model, x, seen = _EvalNorm(), torch.randn(2, 3, 11, 10), []
-
-    def backend(gm, example_inputs):
-        seen.append([w.partition("(ieee), ")[2] for w in conv_kernel_forms(gm, "ieee")])
-        return gm.forward
-
+    model, x = _EvalNorm(), torch.randn(2, 3, 11, 10)
     for mode, fused in (
         ("eval", ["with softplus / tanh / mul / batch_norm (eval) fused before its store",
                   "with batch_norm (eval) / relu fused before its store"]),
@@ -955,11 +881,8 @@ def test_an_eval_mode_batch_norm_is_a_per_channel_step_and_a_training_one_takes_
     ):  # fmt: skip
         getattr(model, mode)()
         twin = copy.deepcopy(model)
-        torch._dynamo.reset()
-        with torch.no_grad():
-            got = torch.compile(model, backend=backend, fullgraph=True)(x)
-            want = twin(x)
-        assert seen[-1] == fused, seen
+        seen, _, got, want = _rewritten(model, x, twin=twin)
+        assert [w.partition("(ieee), ")[2] for w in seen[0]] == fused, seen
         for g, w in zip(got, want, strict=True):
             torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
         for (name, mine), (_, theirs) in zip(model.named_buffers(), twin.named_buffers(), strict=True):
