@@ -867,7 +867,7 @@ def normalized(
 
 # one element-wise step after the convolution: (what it computes from ``acc`` and operand ``v``)
 UNARY = {
-    "relu": "tl.maximum(acc, 0.0)",
+    "relu": "tl.maximum(acc, 0.0, propagate_nan=tl.PropagateNan.ALL)",
     "sigmoid": "tl.sigmoid(acc)",
     "tanh": "2.0 * tl.sigmoid(2.0 * acc) - 1.0",
     "gelu": "0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476))",
@@ -888,7 +888,8 @@ UNARY = {
     "cube": "acc * acc * acc",
 }
 BINARY = {"add": "acc + {v}", "sub": "acc - {v}", "rsub": "{v} - acc", "mul": "acc * {v}", "div": "acc / {v}",
-          "rdiv": "{v} / acc", "minimum": "tl.minimum(acc, {v})", "maximum": "tl.maximum(acc, {v})"}  # fmt: skip
+          "rdiv": "{v} / acc", "minimum": "tl.minimum(acc, {v}, propagate_nan=tl.PropagateNan.ALL)",
+          "maximum": "tl.maximum(acc, {v}, propagate_nan=tl.PropagateNan.ALL)"}  # fmt: skip
 
 
 def epilogue_lines(steps: list[list[Any]]) -> list[str]:
@@ -926,10 +927,10 @@ def epilogue_lines(steps: list[list[Any]]) -> list[str]:
             )
         elif op == "clamp":
             lo, hi = args
-            if lo is not None:
-                lines.append(f"acc = tl.maximum(acc, {float(lo)!r})")
+            if lo is not None:  # NaN stays NaN, as in PyTorch
+                lines.append(f"acc = tl.maximum(acc, {float(lo)!r}, propagate_nan=tl.PropagateNan.ALL)")
             if hi is not None:
-                lines.append(f"acc = tl.minimum(acc, {float(hi)!r})")
+                lines.append(f"acc = tl.minimum(acc, {float(hi)!r}, propagate_nan=tl.PropagateNan.ALL)")
         elif op in BINARY:
             (operand,) = args
             if isinstance(operand, str) and operand.startswith("R"):  # a value kept by a "save" step

@@ -348,6 +348,14 @@ def test_an_epilogue_of_element_wise_steps_runs_in_the_kernels_store():
     for op in ("relu", "sigmoid", "tanh", "silu", "hardswish"):
         ref = getattr(F, op)(F.conv2d(x.double(), w.double(), padding=1, groups=4))
         torch.testing.assert_close(conv(x, w, padding=1, groups=4, epilogue=[[op]]).double(), ref, rtol=1e-5, atol=1e-5)
+    x_nan = x.clone()
+    x_nan[0, :, 2, 3] = float("nan")  # NaN stays NaN through relu, clamp, minimum and maximum, as in PyTorch
+    got = conv(x_nan, w, padding=1, groups=4, epilogue=[["relu"], ["clamp", -1.0, 0.5], ["minimum", 0.4],
+                                                        ["maximum", "E0"]], vectors=[shift])  # fmt: skip
+    y = F.conv2d(x_nan.double(), w.double(), padding=1, groups=4)
+    want = torch.maximum(torch.relu(y).clamp(-1.0, 0.5).clamp(max=0.4), shift.double())
+    assert got.isnan().sum() == want.isnan().sum() > 0
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5, equal_nan=True)
     leaky = conv(x, w, padding=1, groups=4, epilogue=[["leaky_relu", 0.1]]).double()
     ref = F.leaky_relu(F.conv2d(x.double(), w.double(), padding=1, groups=4), 0.1)
     torch.testing.assert_close(leaky, ref, rtol=1e-5, atol=1e-5)
