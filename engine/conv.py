@@ -77,6 +77,34 @@ def _first_tap(p, P, S, Dil, K: tl.constexpr):
 
 
 @triton.jit
+def _over_channels(acc, chan, chan_ok, OC, CHANNELS: tl.constexpr):
+    """A tile's step over its output channels (all of them): ``(acc, chan, chan_ok)`` after it.
+
+    ``CHANNELS`` (:data:`CHANNEL_OPS`): 1 min, 2 max, 3 sum, 4 mean, 5 logsumexp (one column left: channel 0
+    of the output), 6 softmax (the shape kept). Padded columns (``chan_ok`` false) are left out.
+    """
+    if CHANNELS == 6:
+        top = tl.max(tl.where(chan_ok, acc, float("-inf")), axis=1)
+        e = tl.where(chan_ok, tl.exp(acc - top[:, None]), 0.0)
+        out, out_chan, out_ok = e / tl.sum(e, axis=1)[:, None], chan, chan_ok
+    else:
+        if CHANNELS == 1:
+            red = tl.min(tl.where(chan_ok, acc, float("inf")), axis=1)
+        elif CHANNELS == 2:
+            red = tl.max(tl.where(chan_ok, acc, float("-inf")), axis=1)
+        elif CHANNELS == 5:
+            top = tl.max(tl.where(chan_ok, acc, float("-inf")), axis=1)
+            red = top + tl.log(tl.sum(tl.where(chan_ok, tl.exp(acc - top[:, None]), 0.0), axis=1))
+        else:
+            red = tl.sum(tl.where(chan_ok, acc, 0.0), axis=1)
+            if CHANNELS == 4:
+                red = red / OC
+        out_chan = tl.zeros((1, 1), dtype=tl.int32)
+        out, out_ok = red[:, None], out_chan == 0
+    return out, out_chan, out_ok
+
+
+@triton.jit
 def ks_conv_fwd(
     X, Wp, Bias, Out,
     N, C, D, H, W,  # input batch, channels of a group, spatial size
@@ -91,7 +119,7 @@ def ks_conv_fwd(
     KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
     TRANSPOSED: tl.constexpr, FLAT_K: tl.constexpr, DIRECT: tl.constexpr, HAS_BIAS: tl.constexpr,
     ACTIVATION: tl.constexpr, PRECISION: tl.constexpr, CONTIG_OUT: tl.constexpr, REDUCE: tl.constexpr,
-    STATS: tl.constexpr, CHANNELS: tl.constexpr,
+    STATS: tl.constexpr, CHANNELS: tl.constexpr, CHANNELS_FIRST: tl.constexpr,
     POOL: tl.constexpr, PKD: tl.constexpr, PKH: tl.constexpr, PKW: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
@@ -108,7 +136,8 @@ def ks_conv_fwd(
     not stored; its mean over each sample's positions is added into ``Out`` (fp32, (N, channels),
     zeroed), one atomic add per (sample in the tile, channel). ``CHANNELS`` (:data:`CHANNEL_OPS`): a
     reduction over the output channels (min, max, sum, mean, logsumexp; the tile then has one column) or
-    their softmax, after the epilogue, with one group whose channels all fit in one tile (``BLOCK_N``).
+    their softmax (:func:`_over_channels`), after the epilogue, with one group whose channels all fit in
+    one tile (``BLOCK_N``); before the pooling, or after it (``CHANNELS_FIRST`` 0).
     ``STATS`` (1): the stored values' sums and sums of squares per (sample, channel) are also added into
     ``Stats`` (a normalization's statistics, without reading the output back).
     ``POOL`` (1 max, 2 average): a pooling whose
@@ -236,27 +265,9 @@ def ks_conv_fwd(
         acc += tl.load(Bias + chan, mask=chan_ok, other=0.0).to(tl.float32)
     if ACTIVATION == 1:
         acc = tl.maximum(acc, 0.0)
-    if CHANNELS != 0:  # over the output channels, all of them in this tile
-        if CHANNELS == 6:  # softmax: the tile keeps its shape
-            top = tl.max(tl.where(chan_ok, acc, float("-inf")), axis=1)
-            e = tl.where(chan_ok, tl.exp(acc - top[:, None]), 0.0)
-            acc = e / tl.sum(e, axis=1)[:, None]
-        else:
-            if CHANNELS == 1:
-                red = tl.min(tl.where(chan_ok, acc, float("inf")), axis=1)
-            elif CHANNELS == 2:
-                red = tl.max(tl.where(chan_ok, acc, float("-inf")), axis=1)
-            elif CHANNELS == 5:  # logsumexp
-                top = tl.max(tl.where(chan_ok, acc, float("-inf")), axis=1)
-                red = top + tl.log(tl.sum(tl.where(chan_ok, tl.exp(acc - top[:, None]), 0.0), axis=1))
-            else:
-                red = tl.sum(tl.where(chan_ok, acc, 0.0), axis=1)
-                if CHANNELS == 4:
-                    red = red / OC
-            acc = red[:, None]  # one column: channel 0 of the output
-            chan = tl.zeros((1, 1), dtype=tl.int32)
-            chan_ok = chan == 0
-        # (steps after the channel reduction)
+    if CHANNELS * CHANNELS_FIRST != 0:  # over the output channels, all of them in this tile
+        acc, chan, chan_ok = _over_channels(acc, chan, chan_ok, OC, CHANNELS)
+        # (steps after the channel step)
     if POOL != 0:  # each window's rows reduced in registers: the tile becomes pooled positions x channels
         win = tl.reshape(acc, (BLOCK_M // (PKD * PKH * PKW), PKD * PKH * PKW, acc.shape[1]))
         if POOL == 1:
@@ -277,6 +288,9 @@ def ks_conv_fwd(
         row0 = pid_m * BLOCK_M
         row_last = row0 + BLOCK_M - 1
         per_sample = QD * QH * QW
+    if CHANNELS * (1 - CHANNELS_FIRST) != 0:  # after the pooling, on the pooled tile
+        acc, chan, chan_ok = _over_channels(acc, chan, chan_ok, OC, CHANNELS)
+        # (steps after the channel step)
     if REDUCE == 1:  # the mean over each sample's positions: partial sums of this tile, one add per sample
         kept = tl.where(pos_ok[:, None] & chan_ok, acc, 0.0)
         n_lo = row0 // per_sample
@@ -427,21 +441,23 @@ MAX_CHANNELS = 128  # output channels of a fused channel reduction (one tile hol
 
 
 def split_epilogue(steps: list[list[Any]] | None) -> dict[str, Any]:
-    """An epilogue's parts, in order: ``before``, ``channels``, ``between``, ``pool``, ``after``.
+    """An epilogue's parts: ``before``, then a channel step and a pooling in either order, each with its steps.
 
-    ``before``: element-wise steps; ``channels``: ``["channels", op]`` (:data:`CHANNEL_OPS`) or None;
-    ``between``: the steps after it; ``pool``: ``["pool", "max" | "avg", window]`` (``window``: one size
-    per spatial dimension, each its stride) or None; ``after``: the steps after the pooling.
+    ``before``: element-wise steps; ``channels``: ``["channels", op]`` (:data:`CHANNEL_OPS`) or None, and
+    ``after_channels`` its steps; ``pool``: ``["pool", "max" | "avg", window]`` (``window``: one size per
+    spatial dimension, each its stride) or None, and ``after_pool``; ``channels_first``: which came first.
     """
-    parts: dict[str, Any] = {"before": [], "channels": None, "between": [], "pool": None, "after": []}
+    parts: dict[str, Any] = {"before": [], "channels": None, "after_channels": [], "pool": None, "after_pool": [],
+                             "channels_first": True}  # fmt: skip
     current = "before"
     for step in steps or []:
         if step[0] in ("channels", "pool"):
             kind = step[0]
-            if parts[kind] is not None or (kind == "channels" and parts["pool"] is not None):
-                raise ValueError("at most one channel step and one pooling step, the channels first")
+            if parts[kind] is not None:
+                raise ValueError("at most one channel step and one pooling step")
             parts[kind] = step
-            current = "between" if kind == "channels" else "after"
+            parts["channels_first"] = parts["channels_first"] and not (kind == "channels" and parts["pool"])
+            current = f"after_{kind}"
         else:
             parts[current].append(step)
     return parts
@@ -658,6 +674,7 @@ def conv(
         ACTIVATION=ACTIVATIONS[activation],
         PRECISION=("tf32" if precision == "tf32r" else precision) if fp32 else "ieee", CONTIG_OUT=contig,
         REDUCE=1 if reduce else 0, STATS=1 if stats else 0, CHANNELS=CHANNEL_OPS[channels[1]] if channels else 0,
+        CHANNELS_FIRST=int(parts["channels_first"]),
         POOL=POOLS[pool[1]] if pool else 0, PKD=pk[0], PKH=pk[1], PKW=pk[2],
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
@@ -985,14 +1002,12 @@ def epilogue_kernel(steps: list[list[Any]], n_vectors: int, base: Any = None) ->
     marker = "    if ACTIVATION == 1:\n"
     body = "".join(f"    {line}\n" for line in epilogue_lines(parts["before"]))
     src = src.replace(marker, body + marker, 1)
-    for part, marker in (
-        ("between", "# (steps after the channel reduction)"),
-        ("after", "# (steps after the pooling)"),
-    ):
-        if parts[part]:  # in the kernel's branch for that step, on its tile
+    for part, marker in (("after_channels", "# (steps after the channel step)"),
+                         ("after_pool", "# (steps after the pooling)")):  # fmt: skip
+        if parts[part]:  # in the kernel's branch for that step, on its tile (both places of the channel step)
             lines = "".join(f"        {line}\n" for line in epilogue_lines(parts[part]))
-            src = src.replace(f"        {marker}\n", lines, 1)
-    helpers = "".join(f"@triton.jit\n{undecorated(h.fn)}\n\n" for h in (_round_tf32, _first_tap))
+            src = src.replace(f"        {marker}\n", lines)
+    helpers = "".join(f"@triton.jit\n{undecorated(h.fn)}\n\n" for h in (_round_tf32, _first_tap, _over_channels))
     text = f"import triton\nimport triton.language as tl\n\n\n{helpers}@triton.jit\n{src}"
     folder = Path(tempfile.gettempdir()) / "kernelskill-conv-epilogues"
     folder.mkdir(parents=True, exist_ok=True)

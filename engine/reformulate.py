@@ -471,8 +471,8 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
     graph whose values are read more than once, :func:`_epilogue_dag`, as long as only its last value is
     read outside it), are computed in the kernel before its store (the graph loses those nodes);
     then a step over the output channels (:func:`_channel_step`: min, max, sum, mean, logsumexp, softmax)
-    and the steps after it; then a pooling whose window is its stride (:func:`_window_pool`) and the steps
-    after it; then a mean over every spatial dimension (:func:`_spatial_mean`), reduced in the kernel,
+    and the steps after it, and a pooling whose window is its stride (:func:`_window_pool`) and the steps
+    after it, in either order; then a mean over every spatial dimension (:func:`_spatial_mean`), reduced in the kernel,
     which then stores only that mean; or, in its place, a normalization with batch, group or instance
     statistics (:func:`_normalization`), whose sums the kernel adds up as it stores (``conv.normalized``
     then normalizes, in PyTorch ops the compiler fuses with what follows).
@@ -506,6 +506,14 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
             steps.append(pool[0])
             chain.append(pool[1])
             steps, vectors, chain = _epilogue_chain(pool[1], steps, vectors, chain)
+            if across is None:  # a step over the channels may come after the pooling too
+                across = _channel_step(chain[-1], node)
+                if across is not None:
+                    steps.append(across[0])
+                    chain.extend(across[1])
+                    squeeze = not across[2]
+                    if not squeeze:
+                        steps, vectors, chain = _epilogue_chain(chain[-1], steps, vectors, chain)
         reduced = across is not None and across[0][1] != "softmax"
         norm = _normalization(chain[-1], node, transposed) if fuse and not reduced and not squeeze else None
         keepdim = _spatial_mean(chain[-1]) if fuse and not reduced and norm is None else None

@@ -176,7 +176,7 @@ COMPILE = textwrap.dedent(
         consts = {"KD": k[0], "KH": k[1], "KW": k[2], "TRANSPOSED": transposed, "FLAT_K": flat,
                   "DIRECT": direct, "REDUCE": int(transposed), "HAS_BIAS": True,
                   "ACTIVATION": 1, "PRECISION": precision, "CONTIG_OUT": not transposed,
-                  "STATS": 0, "CHANNELS": 0, "POOL": 0, "PKD": 1, "PKH": 1, "PKW": 1,
+                  "STATS": 0, "CHANNELS": 0, "CHANNELS_FIRST": 1, "POOL": 0, "PKD": 1, "PKH": 1, "PKW": 1,
                   "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"]}
         compiled = build(K.ks_conv_fwd, consts, ptrs, cfg["num_warps"], cfg["num_stages"])
         print("OK", transposed, flat, direct, compiled.metadata.shared)
@@ -196,6 +196,9 @@ COMPILE = textwrap.dedent(
     build(kernel, {**consts, "CHANNELS": 1, "POOL": 2, "PKH": 2, "PKW": 2, "CONTIG_OUT": False}, ptrs)
     for op in (5, 6):  # logsumexp, softmax
         build(K.ks_conv_fwd, {**consts, "CHANNELS": op, "REDUCE": 0}, ptrs)
+    kernel = K.epilogue_kernel([["pool", "max", [2, 2]], ["tanh"], ["channels", "logsumexp"], ["relu"]], 0)
+    build(kernel, {**consts, "CHANNELS": 5, "CHANNELS_FIRST": 0, "POOL": 1, "PKH": 2, "PKW": 2, "REDUCE": 0,
+                   "CONTIG_OUT": False}, ptrs)  # fmt: skip
     print("OK channels")
     build(K.ks_conv_fwd, {**consts, "STATS": 1, "POOL": 1, "PKH": 2, "PKW": 2, "CONTIG_OUT": False}, ptrs)
     print("OK statistics")
@@ -626,7 +629,7 @@ CHANNEL_REF = {
 @pytest.mark.parametrize("op", sorted(CHANNEL_REF))
 def test_a_step_over_the_output_channels_runs_in_the_tile(op):
     """Every output channel is in the tile: reduced there (the output keeps one channel) or normalized (softmax),
-    with steps before and after it; a strided transposed convolution; then a pooling."""
+    with steps before and after it; a strided transposed convolution; a pooling after it, or before it."""
     x, w, b = _inputs(CASES["2d-strided"], transposed=False, seed=23)  # 5 output channels: a masked tile
     steps = [["mul", 2.0], ["channels", op], ["tanh"], ["add", "E0"]]
     shift = torch.randn(5 if op == "softmax" else 1)
@@ -645,6 +648,9 @@ def test_a_step_over_the_output_channels_runs_in_the_tile(op):
     got = conv(x, w, b, padding=1, epilogue=[["channels", op], ["pool", "max", [2, 2]]], config={"BLOCK_M": 32})
     want = F.max_pool2d(CHANNEL_REF[op](F.conv2d(x.double(), w.double(), b.double(), padding=1)), 2)
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+    got = conv(x, w, b, padding=1, epilogue=[["pool", "avg", [2, 2]], ["channels", op], ["sigmoid"]])  # pooled first
+    want = torch.sigmoid(CHANNEL_REF[op](F.avg_pool2d(F.conv2d(x.double(), w.double(), b.double(), padding=1), 2)))
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
 
 
 def test_a_channel_step_the_kernel_cannot_fuse_is_refused():
@@ -654,8 +660,8 @@ def test_a_channel_step_the_kernel_cannot_fuse_is_refused():
     x, w, b = _inputs(CASES["2d"], transposed=False)
     with pytest.raises(ValueError, match="channel step 'median'"):
         conv(x, w, b, epilogue=[["channels", "median"]])
-    with pytest.raises(ValueError, match="the channels first"):
-        conv(x, w, b, epilogue=[["pool", "max", [2, 2]], ["channels", "min"]])
+    with pytest.raises(ValueError, match="one channel step"):
+        conv(x, w, b, epilogue=[["channels", "max"], ["pool", "max", [2, 2]], ["channels", "min"]])
     with pytest.raises(ValueError, match="spatial mean"):
         conv(x, w, b, epilogue=[["channels", "sum"]], reduce="mean")
     big = torch.randn(200, 3, 3, 3)
@@ -674,6 +680,8 @@ class _AcrossChannels(torch.nn.Module):
 
     def forward(self, x, v, u):
         fused = (
+            torch.relu(torch.logsumexp(F.max_pool3d(self.c(v), 2), dim=1, keepdim=True)),  # pooled, then channels
+            F.avg_pool2d(self.a(x), 2).amax(1),
             torch.tanh(torch.tanh(torch.min(self.a(x), dim=1, keepdim=True)[0])),
             torch.min(self.a(x) * 2.0, dim=1)[0],  # the channel dimension dropped: squeezed after the kernel
             torch.sigmoid((torch.softmax(self.b(x), dim=1) + 0.5) * 2.0),
@@ -694,6 +702,8 @@ def test_a_graphs_step_over_the_channels_is_fused_into_the_kernel():
     inputs = (torch.randn(2, 3, 11, 10), torch.randn(2, 3, 6, 7, 8), torch.randn(2, 4, 9, 9))
     seen, _, got, want = _rewritten(model, *inputs)
     assert [w.partition("with ")[2].removesuffix(" fused before its store") for w in seen[0]] == [
+        "max_pool3d 2x2x2 / logsumexp over the channels / relu",
+        "avg_pool2d 2x2 / max over the channels",
         "min over the channels / tanh / tanh",
         "mul / min over the channels",
         "softmax over the channels / add / mul / sigmoid",
