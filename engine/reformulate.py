@@ -493,27 +493,16 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
         node.target = conv_transpose_nd if transposed else conv_nd
         node.kwargs = {**node.kwargs, "precision": precision}
         steps, vectors, chain = _epilogue_chain(node) if fuse else ([], [], [node])
-        across = _channel_step(chain[-1], node) if fuse else None
-        squeeze = False
-        if across is not None:  # over the channels; then, where the channel stays, the steps after it
-            steps.append(across[0])
-            chain.extend(across[1])
-            squeeze = not across[2]
-            if not squeeze:
-                steps, vectors, chain = _epilogue_chain(chain[-1], steps, vectors, chain)
+        across = _take_channel_step(node, steps, vectors, chain) if fuse else None
+        squeeze = across is not None and not across[2]
         pool = _window_pool(chain[-1], node, transposed) if fuse and not squeeze else None
         if pool is not None:  # the pooling, then the steps after it, on the pooled output
             steps.append(pool[0])
             chain.append(pool[1])
-            steps, vectors, chain = _epilogue_chain(pool[1], steps, vectors, chain)
+            _epilogue_chain(pool[1], steps, vectors, chain)
             if across is None:  # a step over the channels may come after the pooling too
-                across = _channel_step(chain[-1], node)
-                if across is not None:
-                    steps.append(across[0])
-                    chain.extend(across[1])
-                    squeeze = not across[2]
-                    if not squeeze:
-                        steps, vectors, chain = _epilogue_chain(chain[-1], steps, vectors, chain)
+                across = _take_channel_step(node, steps, vectors, chain)
+                squeeze = across is not None and not across[2]
         reduced = across is not None and across[0][1] != "softmax"
         norm = _normalization(chain[-1], node, transposed) if fuse and not reduced and not squeeze else None
         keepdim = _spatial_mean(chain[-1]) if fuse and not reduced and norm is None else None
@@ -625,8 +614,8 @@ def epilogue_step(
         return (["clamp", 0.0, 6.0], None) if ok else None
     elif user.op == "call_function" and user.target in (F.elu, F.celu, F.softplus):
         params = ["input", "beta", "threshold"] if user.target is F.softplus else ["input", "alpha", "inplace"]
-        given = {**dict(zip(params, args, strict=False)), **kwargs}
-        if len(args) > len(params) or set(given) - set(params) or given.get("input") is not cur or given.get("inplace"):
+        given = _bound(user, params)
+        if given is None or given.get("input") is not cur or given.get("inplace"):
             return None
         if user.target is F.softplus:
             beta, threshold = given.get("beta", 1.0), given.get("threshold", 20.0)
@@ -686,6 +675,14 @@ def epilogue_step(
     return None
 
 
+def _bound(user: Any, names: list[str]) -> dict[str, Any] | None:
+    """``user``'s arguments by parameter name (``names``, in order), or None when they do not fit them."""
+    args, kwargs = user.args, user.kwargs
+    if len(args) > len(names) or set(kwargs) - set(names):
+        return None
+    return {**dict(zip(names, args, strict=False)), **kwargs}
+
+
 def _batch_norm_affine(user: Any, cur: Any, n_vectors: int) -> tuple[list[Any], Any] | None:
     """An eval-mode ``batch_norm`` of ``cur`` as ``["affine", "E<i>", "E<i+1>"]`` (``acc * scale + shift``).
 
@@ -693,10 +690,9 @@ def _batch_norm_affine(user: Any, cur: Any, n_vectors: int) -> tuple[list[Any], 
     :func:`_vector_nodes` adds the nodes that compute them (``conv.batch_norm_affine``) once the fusion
     is decided, so looking at a node changes nothing.
     """
-    names = _NORMS[F.batch_norm]
-    if len(user.args) > len(names) or set(user.kwargs) - set(names):
+    given = _bound(user, _NORMS[F.batch_norm])
+    if given is None:
         return None
-    given = {**dict(zip(names, user.args, strict=False)), **user.kwargs}
     eps, running = given.get("eps", 1e-5), [given.get("running_mean"), given.get("running_var")]
     params = [given.get("weight"), given.get("bias")]
     if given.get("input") is not cur or given.get("training", False) is not False or not isinstance(eps, (int, float)):
@@ -727,6 +723,13 @@ def _vector_nodes(gm: Any, vectors: list[Any], before: Any) -> list[Any]:
     return out
 
 
+def _dim_list(dim: Any) -> list[Any] | None:
+    """A reduction's ``dim`` argument (one int, or a list or tuple of them) as a list; None otherwise."""
+    if isinstance(dim, int) and not isinstance(dim, bool):
+        return [dim]
+    return list(dim) if isinstance(dim, (list, tuple)) else None
+
+
 _MEAN_POOLS = (F.adaptive_avg_pool1d, torch.adaptive_avg_pool1d, F.adaptive_avg_pool2d, F.adaptive_avg_pool3d)
 
 
@@ -754,7 +757,7 @@ def _spatial_mean(node: Any) -> bool | None:
         return None
     dim = args[1] if len(args) > 1 else kwargs.get("dim")
     keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
-    dims = [dim] if isinstance(dim, int) else list(dim) if isinstance(dim, (list, tuple)) else None
+    dims = _dim_list(dim)
     if dims is None or not all(isinstance(d, int) for d in dims) or not isinstance(keepdim, bool):
         return None
     spatial = {d % out.dim() for d in dims}
@@ -782,13 +785,12 @@ def _window_pool(node: Any, conv_node: Any, transposed: bool) -> tuple[list[Any]
     dims = out.dim() - 2
     if user.op != "call_function" or kind is None or {**_MAX_POOLS, **_AVG_POOLS}[user.target] != dims:
         return None
-    args, kwargs = list(user.args), dict(user.kwargs)
     names = ["input", "kernel_size", "stride", "padding"]
     names += ["dilation", "ceil_mode", "return_indices"] if kind == "max" else ["ceil_mode", "count_include_pad",
                                                                                  "divisor_override"]  # fmt: skip
-    if len(args) > len(names) or not args or args[0] is not node or set(kwargs) - set(names):
+    given = _bound(user, names)
+    if given is None or not user.args or user.args[0] is not node:
         return None
-    given = {**dict(zip(names, args, strict=False)), **kwargs}
     try:
         window = [int(v) for v in _per_dim_static(given.get("kernel_size"), dims)]
         stride = given.get("stride")
@@ -847,14 +849,7 @@ def _channel_step(node: Any, conv_node: Any) -> tuple[list[Any], list[Any], bool
         op = None
     if op is None or groups != 1 or not args or args[0] is not node or kwargs.get("dtype") is not None:
         return None
-    dim = args[1] if len(args) > 1 else kwargs.get("dim")
-    dims = (
-        [dim]
-        if isinstance(dim, int) and not isinstance(dim, bool)
-        else list(dim)
-        if isinstance(dim, (list, tuple))
-        else []
-    )
+    dims = _dim_list(args[1] if len(args) > 1 else kwargs.get("dim")) or []
     if len(dims) != 1 or not isinstance(dims[0], int) or dims[0] % out.dim() != 1:
         return None
     if op == "softmax":
@@ -884,6 +879,23 @@ def _channel_step(node: Any, conv_node: Any) -> tuple[list[Any], list[Any], bool
     return ["channels", op], nodes, keepdim
 
 
+def _take_channel_step(
+    conv_node: Any, steps: list[Any], vectors: list[Any], chain: list[Any]
+) -> tuple[list[Any], list[Any], bool] | None:
+    """:func:`_channel_step` after ``chain``'s last node, taken into ``steps`` / ``chain`` in place.
+
+    Where the channel dimension stays, the element-wise steps after it are taken too. Returns what
+    :func:`_channel_step` found, or None.
+    """
+    across = _channel_step(chain[-1], conv_node)
+    if across is not None:
+        steps.append(across[0])
+        chain.extend(across[1])
+        if across[2]:
+            _epilogue_chain(chain[-1], steps, vectors, chain)
+    return across
+
+
 _NORMS = {
     F.batch_norm: ["input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"],
     F.group_norm: ["input", "num_groups", "weight", "bias", "eps"],
@@ -904,9 +916,9 @@ def _normalization(node: Any, conv_node: Any, transposed: bool) -> tuple[dict[st
         return None
     user = next(iter(node.users))
     names = _NORMS.get(user.target) if user.op == "call_function" else None
-    if names is None or len(user.args) > len(names) or set(user.kwargs) - set(names) or not user.args:
+    given = _bound(user, names) if names is not None and user.args else None
+    if given is None:
         return None
-    given = {**dict(zip(names, user.args, strict=False)), **user.kwargs}
     value, shape = user.meta.get("example_value"), _weight_shape(conv_node)
     if given["input"] is not node or not isinstance(value, torch.Tensor) or value.shape != out.shape or shape is None:
         return None
