@@ -77,6 +77,23 @@ def _first_tap(p, P, S, Dil, K: tl.constexpr):
 
 
 @triton.jit
+def _split_index(i, W, H, D):
+    """A flat index over (sample, depth, height, width), ``W`` fastest, as ``(w, h, d, sample)``."""
+    return i % W, (i // W) % H, (i // (W * H)) % D, i // (W * H * D)
+
+
+@triton.jit
+def _add_per_sample(Dst, stride_n, col, col_ok, vals, n, row0, row_last, per_sample, N, scale):
+    """Per sample in the tile: its rows' column sums of ``vals``, times ``scale``, added atomically into ``Dst``.
+
+    Rows ``row0..row_last``, row ``i`` of sample ``n[i]``; a sample's sums go to ``Dst + sample * stride_n + col``.
+    """
+    for smp in range(row0 // per_sample, tl.minimum(row_last // per_sample, N - 1) + 1):
+        part = tl.sum(tl.where((n == smp)[:, None], vals, 0.0), axis=0) * scale
+        tl.atomic_add(Dst + smp * stride_n + col, part, mask=col_ok)
+
+
+@triton.jit
 def _over_channels(acc, chan, chan_ok, OC, CHANNELS: tl.constexpr):
     """A tile's step over its output channels (all of them): ``(acc, chan, chan_ok)`` after it.
 
@@ -162,19 +179,12 @@ def ks_conv_fwd(
     pos = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     if POOL != 0:  # row = (pooled position, offset in its window): a window's rows are adjacent
         j = pos % (PKD * PKH * PKW)
-        pooled = pos // (PKD * PKH * PKW)
-        rw = pooled % (QW // PKW)
-        rh = (pooled // (QW // PKW)) % (QH // PKH)
-        rd = (pooled // ((QW // PKW) * (QH // PKH))) % (QD // PKD)
-        n = pooled // ((QW // PKW) * (QH // PKH) * (QD // PKD))
+        rw, rh, rd, n = _split_index(pos // (PKD * PKH * PKW), QW // PKW, QH // PKH, QD // PKD)
         qw = rw * PKW + j % PKW
         qh = rh * PKH + (j // PKW) % PKH
         qd = rd * PKD + j // (PKW * PKH)
     else:
-        qw = pos % QW
-        qh = (pos // QW) % QH
-        qd = (pos // (QW * QH)) % QD
-        n = pos // (QW * QH * QD)
+        qw, qh, qd, n = _split_index(pos, QW, QH, QD)
     if TRANSPOSED:
         od = phase_d + SD * qd
         oh = phase_h + SH * qh
@@ -277,11 +287,8 @@ def ks_conv_fwd(
         row0 = pid_m * (BLOCK_M // (PKD * PKH * PKW))
         row_last = row0 + BLOCK_M // (PKD * PKH * PKW) - 1
         pooled = row0 + tl.arange(0, BLOCK_M // (PKD * PKH * PKW))
-        ow = pooled % (QW // PKW)
-        oh = (pooled // (QW // PKW)) % (QH // PKH)
-        od = (pooled // ((QW // PKW) * (QH // PKH))) % (QD // PKD)
+        ow, oh, od, n = _split_index(pooled, QW // PKW, QH // PKH, QD // PKD)
         per_sample = (QD // PKD) * (QH // PKH) * (QW // PKW)
-        n = pooled // per_sample
         pos_ok = n < N
         # (steps after the pooling)
     else:
@@ -293,11 +300,7 @@ def ks_conv_fwd(
         # (steps after the channel step)
     if REDUCE == 1:  # the mean over each sample's positions: partial sums of this tile, one add per sample
         kept = tl.where(pos_ok[:, None] & chan_ok, acc, 0.0)
-        n_lo = row0 // per_sample
-        n_hi = tl.minimum(row_last // per_sample, N - 1)
-        for smp in range(n_lo, n_hi + 1):
-            part = tl.sum(tl.where((n == smp)[:, None], kept, 0.0), axis=0) * INV_COUNT
-            tl.atomic_add(Out + smp * son + (g * OC + oc) * soc, part, mask=oc_ok)  # (N, channels): small
+        _add_per_sample(Out, son, (g * OC + oc) * soc, oc_ok, kept, n, row0, row_last, per_sample, N, INV_COUNT)
     else:
         if CONTIG_OUT:  # within a tile, one sample and consecutive positions
             n0 = (pid_m * BLOCK_M) // (OD * OH * OW)
@@ -310,12 +313,8 @@ def ks_conv_fwd(
         tl.store(out, acc.to(Out.dtype.element_ty), mask=pos_ok[:, None] & chan_ok)
         if STATS == 1:  # per (sample, channel): the sum and the sum of squares of what was stored
             kept = tl.where(pos_ok[:, None] & chan_ok, acc, 0.0)
-            n_lo = row0 // per_sample
-            n_hi = tl.minimum(row_last // per_sample, N - 1)
-            for smp in range(n_lo, n_hi + 1):
-                mine = tl.where((n == smp)[:, None], kept, 0.0)
-                tl.atomic_add(Stats + smp * SC + g * OC + oc, tl.sum(mine, axis=0), mask=oc_ok)
-                tl.atomic_add(Stats + (N + smp) * SC + g * OC + oc, tl.sum(mine * mine, axis=0), mask=oc_ok)
+            _add_per_sample(Stats, SC, g * OC + oc, oc_ok, kept, n, row0, row_last, per_sample, N, 1.0)
+            _add_per_sample(Stats + N * SC, SC, g * OC + oc, oc_ok, kept * kept, n, row0, row_last, per_sample, N, 1.0)
 
 
 @triton.jit
@@ -964,6 +963,7 @@ def epilogue_lines(steps: list[list[Any]]) -> list[str]:
 
 
 _EPILOGUE_KERNELS: dict[str, Any] = {}
+KERNEL_HELPERS = (_round_tf32, _first_tap, _split_index, _add_per_sample, _over_channels)  # copied into each
 
 
 def epilogue_kernel(steps: list[list[Any]], n_vectors: int, base: Any = None) -> Any:
@@ -1007,7 +1007,7 @@ def epilogue_kernel(steps: list[list[Any]], n_vectors: int, base: Any = None) ->
         if parts[part]:  # in the kernel's branch for that step, on its tile (both places of the channel step)
             lines = "".join(f"        {line}\n" for line in epilogue_lines(parts[part]))
             src = src.replace(f"        {marker}\n", lines)
-    helpers = "".join(f"@triton.jit\n{undecorated(h.fn)}\n\n" for h in (_round_tf32, _first_tap, _over_channels))
+    helpers = "".join(f"@triton.jit\n{undecorated(h.fn)}\n\n" for h in KERNEL_HELPERS)
     text = f"import triton\nimport triton.language as tl\n\n\n{helpers}@triton.jit\n{src}"
     folder = Path(tempfile.gettempdir()) / "kernelskill-conv-epilogues"
     folder.mkdir(parents=True, exist_ok=True)
