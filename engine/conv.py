@@ -851,17 +851,17 @@ def normalized(
     """
     n, c = y.shape[:2]
     space = y[0, 0].numel()
-    s1, s2 = sums[0], sums[1]  # (N, C)
-    if kind == "batch":
-        s1, s2, count = s1.sum(0, keepdim=True), s2.sum(0, keepdim=True), n * space
+    if kind == "batch":  # sums: (2, N, C), the sums and the sums of squares
+        sums, count = sums.sum(1, keepdim=True), n * space
     elif kind == "group":
-        s1 = s1.reshape(n, num_groups, c // num_groups).sum(-1).repeat_interleave(c // num_groups, dim=1)
-        s2 = s2.reshape(n, num_groups, c // num_groups).sum(-1).repeat_interleave(c // num_groups, dim=1)
-        count = space * (c // num_groups)
+        per_group = c // num_groups
+        sums = sums.reshape(2, n, num_groups, per_group).sum(-1).repeat_interleave(per_group, dim=2)
+        count = space * per_group
     elif kind == "instance":
         count = space
     else:
         raise ValueError(f"normalization {kind!r}: batch, group or instance")
+    s1, s2 = sums[0], sums[1]
     mean = s1 / count
     var = (s2 / count - mean * mean).clamp_min(0.0)
     if kind == "batch" and running_mean is not None and running_var is not None:
@@ -928,9 +928,7 @@ def epilogue_lines(steps: list[list[Any]]) -> list[str]:
         elif op == "leaky_relu":
             lines.append(f"acc = tl.where(acc >= 0.0, acc, acc * {float(args[0])!r})")
         elif op == "affine":  # acc * scale + shift, both per channel (an eval-mode batch norm)
-            scale, shift = (f"v{a[1:]}" for a in args)
-            lines += [f"{v} = tl.load(E{v[1:]} + (chan % E{v[1:]}_n), mask=chan_ok, other=0.0).to(tl.float32)"
-                      for v in (scale, shift)]  # fmt: skip
+            scale, shift = (_vector_line(a, lines) for a in args)
             lines.append(f"acc = acc * {scale} + {shift}")
         elif op in ("elu", "celu"):  # alpha * (exp(x) - 1) below zero (celu: exp(x / alpha))
             alpha = float(args[0])
@@ -952,14 +950,20 @@ def epilogue_lines(steps: list[list[Any]]) -> list[str]:
             if isinstance(operand, str) and operand.startswith("R"):  # a value kept by a "save" step
                 v = f"r{int(operand[1:])}"
             elif isinstance(operand, str):  # E<i>: one value per output channel (or one for all)
-                v = f"v{operand[1:]}"
-                lines.append(f"{v} = tl.load({operand} + (chan % {operand}_n), mask=chan_ok, other=0.0).to(tl.float32)")
+                v = _vector_line(operand, lines)
             else:
                 v = repr(float(operand))
             lines.append(f"acc = {BINARY[op].format(v=v)}")
         else:
             raise ValueError(f"no epilogue step {op!r}")
     return lines
+
+
+def _vector_line(operand: str, lines: list[str]) -> str:
+    """Appends the load of per-channel operand ``"E<i>"`` (indexed by the kernel's ``chan``) to ``lines``; its name."""
+    v = f"v{operand[1:]}"
+    lines.append(f"{v} = tl.load({operand} + (chan % {operand}_n), mask=chan_ok, other=0.0).to(tl.float32)")
+    return v
 
 
 _EPILOGUE_KERNELS: dict[str, Any] = {}
