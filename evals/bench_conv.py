@@ -44,14 +44,29 @@ def _shape(t: Any) -> list[int] | None:
     return list(t.shape) if isinstance(t, torch.Tensor) else None
 
 
+def _on_meta(task_path: Path, name: str, eval_mode: bool) -> tuple[Any, list[Any]]:
+    """``task_path``'s model and inputs on the meta device (no memory, no compute); in eval mode if asked."""
+    import torch
+
+    from kernelskill.runner.taskfile import load_task_module
+
+    task = load_task_module(str(task_path), cpu=False, name=name)
+    with torch.device("meta"):
+        model = task.Model(*task.get_init_inputs())
+        inputs = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    return (model.eval() if eval_mode else model), inputs
+
+
+def _numbered(folder: Path) -> list[Path]:
+    """A folder's task files in the order of their numbers (``2_x.py`` before ``10_y.py``)."""
+    return sorted(folder.glob("*.py"), key=lambda f: (len(f.name.split("_")[0]), f.name))
+
+
 def trace_convs(task_path: Path) -> list[dict[str, Any]]:
     """The convolutions ``task_path``'s reference calls in one forward, traced on the meta device."""
     import torch
     from torch.overrides import TorchFunctionMode
 
-    from kernelskill.runner.taskfile import load_task_module
-
-    task = load_task_module(str(task_path), cpu=False, name="bench_conv_task")
     found: list[dict[str, Any]] = []
 
     class Spy(TorchFunctionMode):
@@ -61,9 +76,7 @@ def trace_convs(task_path: Path) -> list[dict[str, Any]]:
                 found.append(_conv_record(name, list(args), dict(kwargs or {})))
             return func(*args, **(kwargs or {}))
 
-    with torch.device("meta"):
-        model = task.Model(*task.get_init_inputs()).eval()
-        inputs = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    model, inputs = _on_meta(task_path, "bench_conv_task", eval_mode=True)
     with torch.no_grad(), Spy():
         model(*inputs)
     return found
@@ -79,12 +92,9 @@ def fusions(task_path: Path, precision: str = "tf32r") -> list[str]:
     import torch
 
     from kernelskill.engine.reformulate import conv_kernel_forms
-    from kernelskill.runner.taskfile import load_task_module
 
-    task = load_task_module(str(task_path), cpu=False, name="bench_conv_fusions_task")
-    with torch.device("meta"):
-        model = task.Model(*task.get_init_inputs())  # in its own mode, as the reviewer runs it
-        inputs = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    # in its own mode (training or eval), as the reviewer runs it
+    model, inputs = _on_meta(task_path, "bench_conv_fusions_task", eval_mode=False)
     seen: list[str] = []
 
     class Traced(Exception):
@@ -340,7 +350,7 @@ def whole(folders: list[Path], out: Path, precision: str) -> int:
     rows = []
     with open(path, "a") as log:
         for folder in folders:
-            for task_path in sorted(folder.glob("*.py"), key=lambda f: (len(f.name.split("_")[0]), f.name)):
+            for task_path in _numbered(folder):
                 task = f"{folder.name}/{task_path.stem}"
                 if task in done:
                     rows.append(done[task])
@@ -423,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     folders = args.tasks or sorted(TASKS_DIR.glob("level*"))
     if args.fusions:
         for folder in folders:
-            for path in sorted(folder.glob("*.py"), key=lambda f: (len(f.name.split("_")[0]), f.name)):
+            for path in _numbered(folder):
                 try:
                     lines = fusions(path, args.precision)
                 except Exception as e:  # noqa: BLE001 - one task that does not trace is a line, not the end
