@@ -963,7 +963,7 @@ _IDENTITY_METHODS = ("clone", "detach", "contiguous")  # the same values: no ste
 
 
 def _epilogue_dag(start: Any, out: Any, n_vectors: int, reg0: int) -> tuple[list[Any], list[Any], list[Any]] | None:
-    """The element-wise steps after ``start`` when its value is read more than once, or None.
+    """The element-wise steps after ``start``, a chain or a graph whose values are read more than once, or None.
 
     Every node after ``start`` whose tensor operands are ``start``, nodes already taken, per-channel
     vectors or numbers, and whose value has ``start``'s shape and dtype, is taken (``clone`` / ``detach``
@@ -1003,11 +1003,8 @@ def _epilogue_dag(start: Any, out: Any, n_vectors: int, reg0: int) -> tuple[list
     members = [start, *(n for n, _, _ in taken)]
     inset = set(members)
     escapes = [n for n in members if any(u not in inset for u in n.users)]
-    reads_twice = any(len(n.users) > 1 for n in members) or any(
-        isinstance(a, torch.fx.Node) for _, _, step in taken if step for a in step[1:]
-    )
-    if not taken or not reads_twice or escapes != [members[-1]] or members[-1] is start:
-        return None  # a plain chain (the caller's loop takes it), or values read outside the set
+    if not taken or escapes != [members[-1]] or members[-1] is start:
+        return None  # values read outside the set: the caller's chain takes what it can
     if any(not n.users for n in members[:-1]):
         return None
     computed = [(n, cur, step) for n, cur, step in taken if step is not None]
