@@ -23,7 +23,10 @@ launch configuration it tunes per convolution (``engine/conv_tune.py``; each row
 with what follows it fused (``engine/reformulate.py: conv_kernel_forms``, the offline engine's
 ``conv_kernel`` recapture without the capture), in the same process; each row gives both speedups, what
 was fused, and the largest error against eager's output. Results: ``bench_whole.jsonl`` and
-``bench_whole.md``, resumed the same way.
+``bench_whole.md``, resumed the same way. ``--shard K/N`` takes every N-th task from the K-th (0-based):
+N processes, each with its own ``K`` and the same ``--out``, share the work; with ``KERNELSKILL_GPU_SHARE``
+set to one lock folder per GPU (``runner/gpu_share.py``), processes on one GPU compile side by side
+while every timing of record holds the GPU alone. The table is written from every row in the folder.
 """
 
 from __future__ import annotations
@@ -256,25 +259,31 @@ def measure_task(task_path: Path, precision: str) -> dict[str, Any]:
     from torch._inductor.compile_fx import compile_fx
 
     from kernelskill.engine.reformulate import conv_kernel_forms
+    from kernelskill.runner import gpu_share
     from kernelskill.runner.taskfile import load_task_module
     from kernelskill.runner.timing import time_adaptive
 
     task = load_task_module(str(task_path), cpu=False, name="bench_conv_whole_task")
-    torch.manual_seed(0)
-    model = task.Model(*task.get_init_inputs()).cuda()
-    torch.manual_seed(1)
-    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
     forms: list[str] = []
+
+    def inductor(gm: Any, example_inputs: Any) -> Any:  # torch.compile's default backend, the GPU given up
+        with gpu_share.released():
+            return compile_fx(gm, example_inputs)
 
     def backend(gm: Any, example_inputs: Any) -> Any:
         forms.extend(conv_kernel_forms(gm, precision))
-        return compile_fx(gm, example_inputs)
+        return inductor(gm, example_inputs)
 
+    gpu_share.tune_alone(inductor=True)  # no-ops unless KERNELSKILL_GPU_SHARE is set
     torch._dynamo.reset()
-    eager = copy.deepcopy(model)
-    compiled = torch.compile(copy.deepcopy(model))
-    ours = torch.compile(copy.deepcopy(model), backend=backend)
-    with torch.no_grad():
+    with torch.no_grad(), gpu_share.shared("bench-whole"):
+        torch.manual_seed(0)
+        model = task.Model(*task.get_init_inputs()).cuda()
+        torch.manual_seed(1)
+        inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+        eager = copy.deepcopy(model)
+        compiled = torch.compile(copy.deepcopy(model), backend=inductor)
+        ours = torch.compile(copy.deepcopy(model), backend=backend)
         want, got = eager(*inputs), ours(*inputs)
         compiled(*inputs)
         flat = [(g, w) for g, w in zip(_tensors(got), _tensors(want), strict=True)]
@@ -337,23 +346,32 @@ def whole_markdown(rows: list[dict[str, Any]], precision: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def whole(folders: list[Path], out: Path, precision: str) -> int:
-    """``--whole``: every task of ``folders`` with a convolution, timed by :func:`measure_task`; resumable."""
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "bench_whole.jsonl"
-    done = {}
+def _whole_rows(path: Path, precision: str) -> dict[str, dict[str, Any]]:
+    """The rows of ``bench_whole.jsonl`` in ``precision``, one per task: its last measured one, else its last error."""
+    rows: dict[str, dict[str, Any]] = {}
     if path.exists():
         for line in path.read_text().splitlines():
             row = json.loads(line)
-            if row.get("precision") == precision and "error" not in row:
-                done[row["task"]] = row
-    rows = []
+            if row.get("precision") == precision and ("error" not in row or "error" in rows.get(row["task"], row)):
+                rows[row["task"]] = row
+    return rows
+
+
+def whole(folders: list[Path], out: Path, precision: str, shard: tuple[int, int] = (0, 1)) -> int:
+    """``--whole``: every task of ``folders`` with a convolution, timed by :func:`measure_task`; resumable.
+
+    ``shard`` ``(k, n)``: only every ``n``-th task from the ``k``-th; the table still gets every row in ``out``.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "bench_whole.jsonl"
+    done = {t for t, r in _whole_rows(path, precision).items() if "error" not in r}
+    order: list[str] = []
     with open(path, "a") as log:
         for folder in folders:
             for task_path in _numbered(folder):
                 task = f"{folder.name}/{task_path.stem}"
-                if task in done:
-                    rows.append(done[task])
+                order.append(task)
+                if task in done or (len(order) - 1) % shard[1] != shard[0]:
                     continue
                 try:
                     if not trace_convs(task_path):
@@ -361,11 +379,11 @@ def whole(folders: list[Path], out: Path, precision: str) -> int:
                     row = {"task": task, "precision": precision, **measure_task(task_path, precision)}
                 except Exception as e:  # noqa: BLE001 - one task that fails is a row, not the end of the run
                     row = {"task": task, "precision": precision, "error": f"{type(e).__name__}: {str(e)[:200]}"}
-                rows.append(row)
-                log.write(json.dumps(row) + "\n")
+                log.write(json.dumps(row) + "\n")  # one write per line: shards append to one file
                 log.flush()
                 print(task, row.get("vs_compile"), row.get("error", ""), flush=True)
-    (out / "bench_whole.md").write_text(whole_markdown(rows, precision))
+    rows = _whole_rows(path, precision)
+    (out / "bench_whole.md").write_text(whole_markdown([rows[t] for t in order if t in rows], precision))
     print(f"table: {out / 'bench_whole.md'}")
     return 0
 
@@ -429,7 +447,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="only list what each task's convolutions fuse in our kernel (no GPU needed)")  # fmt: skip
     ap.add_argument("--whole", action="store_true",
                     help="time whole tasks: eager, torch.compile, and with our kernel and its fusions")  # fmt: skip
+    ap.add_argument("--shard", default="0/1", help="with --whole: K/N, every N-th task from the K-th (0-based)")
     args = ap.parse_args(argv)
+    try:
+        shard = tuple(int(v) for v in args.shard.split("/"))
+        if len(shard) != 2 or not 0 <= shard[0] < shard[1]:
+            raise ValueError
+    except ValueError:
+        ap.error(f"--shard takes K/N with 0 <= K < N, not {args.shard!r}")
     folders = args.tasks or sorted(TASKS_DIR.glob("level*"))
     if args.fusions:
         for folder in folders:
@@ -450,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_conv times on a CUDA GPU (use --list or --fusions to see the convolutions without one)")
         return 2
     if args.whole:
-        return whole(folders, args.out, args.precision)
+        return whole(folders, args.out, args.precision, (shard[0], shard[1]))
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "bench_conv.jsonl"
     config = json.loads(args.config)

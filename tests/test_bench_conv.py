@@ -182,6 +182,36 @@ def test_whole_tasks_are_timed_with_their_fusions_and_resumed(tmp_path, monkeypa
     assert "| level2 | 2 | 2.500 / 2.500 | 1.250 / 1.250 | 2 |" in table and "out of memory" not in table
 
 
+def test_shards_share_the_whole_tasks_and_the_table_gets_every_row(tmp_path, monkeypatch):
+    import torch
+
+    from kernelskill.evals import bench_conv
+
+    tasks = tmp_path / "level2"
+    tasks.mkdir()
+    for i in range(1, 6):
+        (tasks / f"{i}_t.py").write_text(POOLED_TASK)
+    timed = []
+
+    def fake(task_path, precision):
+        timed.append(task_path.name)
+        return {"eager_ms": 2.0, "compile_ms": 1.0, "ours_ms": 0.5, "vs_eager": 4.0, "vs_compile": 2.0,
+                "err_vs_eager": 0.0, "fused": []}  # fmt: skip
+
+    monkeypatch.setattr(bench_conv, "measure_task", fake)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    args = ["--tasks", str(tasks), "--whole", "--out", str(tmp_path / "out")]
+    assert bench_conv.main([*args, "--shard", "1/2"]) == 0 and timed == ["2_t.py", "4_t.py"]
+    assert bench_conv.main([*args, "--shard", "0/2"]) == 0 and timed[2:] == ["1_t.py", "3_t.py", "5_t.py"]
+    table = (tmp_path / "out" / "bench_whole.md").read_text()
+    assert [line.split(" |")[0] for line in table.splitlines() if line.startswith("| level2/")] == [
+        f"| level2/{i}_t" for i in range(1, 6)
+    ]  # every row, in the tasks' order, whichever shard measured it
+    assert bench_conv.main(args) == 0 and len(timed) == 5  # nothing left to measure
+    with pytest.raises(SystemExit):
+        bench_conv.main([*args, "--shard", "2/2"])
+
+
 @pytest.mark.gpu
 def test_a_whole_task_timed_three_ways_with_its_epilogue_fused_on_the_gpu(tmp_path):
     from kernelskill.evals.bench_conv import measure_task
