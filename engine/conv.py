@@ -9,7 +9,11 @@ with out-of-bounds taps masked (padding, dilation, stride). Both operands are re
 reduction, as the tensor cores take fp32 / TF32 operands: the input channels-last
 (:func:`channels_last`, one pass per call unless it already is) and the weight re-laid once to
 ``(groups, taps, out-channels of a group, in-channels of a group)`` by :func:`pack_weight`. The output
-is stored in PyTorch's contiguous layout, coalesced along positions. Groups of fewer than 16 input
+is stored in PyTorch's contiguous layout, coalesced along positions: for a forward convolution each
+sample's positions are padded to a multiple of ``BLOCK_M`` rows, so a tile holds consecutive positions of
+one sample whatever the output's size (``KERNELSKILL_CONV_PAD_ROWS=0``: only where the size is already a
+multiple, the former rule, for comparison; on an H200 the padded rows made whole level-2 tasks with
+outputs of 126 x 126 or 254 x 254 positions up to 2.5x faster). Groups of fewer than 16 input
 channels reduce over the flattened (tap, channel) index instead (``FLAT_K``), or, when asked for
 (``DIRECT``), in exact fp32 rank-1 updates, one (tap, channel) at a time, with no layout pass.
 
@@ -148,8 +152,9 @@ def ks_conv_fwd(
     which Triton pipelines; with ``FLAT_K`` (few channels per group) over the flattened (tap, channel)
     index. With ``DIRECT`` (few channels per group, any input layout) each step is one (tap, channel): a
     rank-1 update of the tile in fp32 multiply-adds, the input read along positions. ``CONTIG_OUT``:
-    each sample's output positions are contiguous and a multiple of ``BLOCK_M`` (a forward convolution
-    into a contiguous output), so the store is coalesced along positions. ``REDUCE`` (1): the tile is
+    a forward convolution into a contiguous output: the rows are each sample's positions, padded to a
+    multiple of ``BLOCK_M`` (a tile never spans two samples; the padding rows are masked), so every tile
+    stores consecutive positions of one sample, coalesced along positions. ``REDUCE`` (1): the tile is
     not stored; its mean over each sample's positions is added into ``Out`` (fp32, (N, channels),
     zeroed), one atomic add per (sample in the tile, channel). ``CHANNELS`` (:data:`CHANNEL_OPS`): a
     reduction over the output channels (min, max, sum, mean, logsumexp; the tile then has one column) or
@@ -183,6 +188,11 @@ def ks_conv_fwd(
         qw = rw * PKW + j % PKW
         qh = rh * PKH + (j // PKW) % PKH
         qd = rd * PKD + j // (PKW * PKH)
+    elif CONTIG_OUT:  # row = (sample, position padded to a multiple of BLOCK_M)
+        per_tiles = tl.cdiv(QD * QH * QW, BLOCK_M) * BLOCK_M
+        n = pos // per_tiles
+        qw, qh, qd, _ = _split_index(pos % per_tiles, QW, QH, QD)
+        qd = tl.where(pos % per_tiles < QD * QH * QW, qd, QD)  # a padding row: out of range, masked below
     else:
         qw, qh, qd, n = _split_index(pos, QW, QH, QD)
     if TRANSPOSED:
@@ -294,7 +304,7 @@ def ks_conv_fwd(
     else:
         row0 = pid_m * BLOCK_M
         row_last = row0 + BLOCK_M - 1
-        per_sample = QD * QH * QW
+        per_sample = tl.cdiv(QD * QH * QW, BLOCK_M) * BLOCK_M if CONTIG_OUT else QD * QH * QW
     if CHANNELS * (1 - CHANNELS_FIRST) != 0:  # after the pooling, on the pooled tile
         acc, chan, chan_ok = _over_channels(acc, chan, chan_ok, OC, CHANNELS)
         # (steps after the channel step)
@@ -303,8 +313,8 @@ def ks_conv_fwd(
         _add_per_sample(Out, son, (g * OC + oc) * soc, oc_ok, kept, n, row0, row_last, per_sample, N, INV_COUNT)
     else:
         if CONTIG_OUT:  # within a tile, one sample and consecutive positions
-            n0 = (pid_m * BLOCK_M) // (OD * OH * OW)
-            first = pid_m * BLOCK_M - n0 * (OD * OH * OW)
+            n0 = (pid_m * BLOCK_M) // per_sample
+            first = pid_m * BLOCK_M - n0 * per_sample
             spatial = tl.max_contiguous(tl.multiple_of(first + tl.arange(0, BLOCK_M), BLOCK_M), BLOCK_M)
             out_rows = n0.to(tl.int64) * son + spatial
         else:
@@ -567,6 +577,8 @@ def conv(
     """
     if reduce not in (None, "mean"):
         raise ValueError(f"reduce {reduce!r}: None or 'mean'")
+    # an operand made in the forward (``torch.tensor(0.5)``) lives on the CPU: the kernel reads it on x's device
+    vectors = [v if v.device == x.device else v.to(x.device) for v in vectors]
     parts = split_epilogue(epilogue)
     pool, channels = parts["pool"], parts["channels"]
     if precision not in PRECISIONS:
@@ -656,9 +668,14 @@ def conv(
     q = [triton.cdiv(space[i], s[i]) if transposed else space[i] for i in range(3)]
     phases = s[0] * s[1] * s[2] if transposed else 1
     steps = [s[i] // math.gcd(s[i], d[i]) for i in range(3)]
-    rows = n * q[0] * q[1] * q[2] if pool is None else n * math.prod(pooled) * math.prod(pk)
+    contig = not transposed and not reduce and pool is None
+    if contig and os.environ.get("KERNELSKILL_CONV_PAD_ROWS", "1") == "0":  # the former rule, for comparison
+        contig = math.prod(space) % cfg["BLOCK_M"] == 0
+    if contig:  # each sample's positions padded to a multiple of BLOCK_M
+        rows = n * triton.cdiv(math.prod(space), cfg["BLOCK_M"]) * cfg["BLOCK_M"]
+    else:
+        rows = n * q[0] * q[1] * q[2] if pool is None else n * math.prod(pooled) * math.prod(pk)
     tiles = triton.cdiv(rows, cfg["BLOCK_M"]) * triton.cdiv(out_g, cfg["BLOCK_N"])
-    contig = not transposed and not reduce and pool is None and math.prod(space) % cfg["BLOCK_M"] == 0
     wrap_triton(kernel)[(tiles, groups * phases)](
         x5, wp, bias if bias is not None else wp, out5, *flat,
         n, c_g, *x5.shape[2:],

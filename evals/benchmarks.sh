@@ -9,6 +9,7 @@
 #                                              -> $BENCH/kernelbench-l1..3  (--rounds 1)
 # 4. our convolution kernels against cuDNN and torch.compile on every convolution of $KB/level1..2
 #    (the bundled suite's levels without KB)  -> $BENCH/bench-conv
+#    and each of those tasks whole, with the convolutions' epilogues fused -> $BENCH/bench-whole
 # Steps 2 and 3 run each level under the policy settings in ARMS (default "any custom tf32"):
 #   any    precision fp32, kernels any     -> suite-lN, kernelbench-lN
 #   custom precision fp32, kernels custom  -> suite-lN-custom, kernelbench-lN-custom
@@ -57,4 +58,5 @@ if [ -n "${KB:-}" ]; then
 fi
 if [ -n "${KB:-}" ]; then CONV_TASKS="$KB/level1 $KB/level2"; else CONV_TASKS=""; fi
 "$PY" -m kernelskill.evals.bench_conv ${CONV_TASKS:+--tasks $CONV_TASKS} --out "$BENCH/bench-conv" || exit $?
-echo "tables: $BENCH/*/summary.md, $BENCH/bench-conv/bench_conv.md"
+"$PY" -m kernelskill.evals.bench_conv ${CONV_TASKS:+--tasks $CONV_TASKS} --whole --out "$BENCH/bench-whole" || exit $?
+echo "tables: $BENCH/*/summary.md, $BENCH/bench-conv/bench_conv.md, $BENCH/bench-whole/bench_whole.md"

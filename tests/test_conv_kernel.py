@@ -440,6 +440,9 @@ def test_every_form_on_the_gpu():
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
     moments = torch.stack([want.sum((2, 3)), (want * want).sum((2, 3))])
     torch.testing.assert_close(sums.double(), moments, rtol=1e-5, atol=1e-4)
+    got = conv(x, w, b, padding=1, groups=4, epilogue=[["minimum", "E0"]], vectors=[torch.tensor(0.25)])
+    want = torch.minimum(F.conv2d(x.double(), w.double(), b.double(), padding=1, groups=4), torch.tensor(0.25))
+    torch.testing.assert_close(got.double(), want.to(got.device), rtol=1e-5, atol=1e-5)  # a 0-d operand left on the CPU
     got = conv(x.half(), w.half(), b.half(), padding=1, groups=4)
     assert got.dtype == torch.float16
     want = F.conv2d(x.double(), w.double(), b.double(), padding=1, groups=4)
