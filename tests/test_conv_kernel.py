@@ -800,7 +800,8 @@ def test_activation_modules_and_functions_are_fused_into_the_kernel():
 
 @pytest.mark.parametrize("name", ["2d", "2d-grouped", "3d", "1d-strided-dilated"])
 def test_the_kernel_sums_a_normalizations_statistics_as_it_stores(name):
-    """Per (sample, channel): the sum and the sum of squares of the stored output, tiles spanning samples."""
+    """Per (sample, channel): the sum and the sum of squares of the stored output (tiles of 16 rows: a sample's
+    rows padded to whole tiles; the pooled tiles span samples)."""
     from kernelskill.engine.conv import normalized
 
     dims, _, cout, _, s, p, d, g, _ = CASES[name]
@@ -825,6 +826,21 @@ def test_the_kernel_sums_a_normalizations_statistics_as_it_stores(name):
     torch.testing.assert_close(sums[1].double(), (pooled.double() ** 2).sum(space), rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="statistics"):
         conv(x, w, b, s, p, d, g, reduce="mean", stats=True)
+
+
+@pytest.mark.parametrize("pad", ["1", "0"])
+def test_rows_padded_per_sample_or_not_store_the_same_output(pad, monkeypatch):
+    """42 positions per sample in tiles of 16: padded (every tile one sample's consecutive positions, padding rows
+    masked) or, with ``KERNELSKILL_CONV_PAD_ROWS=0``, flat over the batch (tiles spanning samples)."""
+    monkeypatch.setenv("KERNELSKILL_CONV_PAD_ROWS", pad)
+    x, w, b = _inputs(CASES["2d"], transposed=False, seed=31)
+    want = F.conv2d(x.double(), w.double(), b.double(), padding=1)
+    for steps in ([["relu"]], [["channels", "softmax"], ["mul", 2.0]]):
+        got, sums = conv(x, w, b, padding=1, epilogue=steps, stats=True, config={"BLOCK_M": 16})
+        ref = torch.relu(want) if steps[0][0] == "relu" else torch.softmax(want, dim=1) * 2.0
+        torch.testing.assert_close(got.double(), ref, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(sums.double(), torch.stack([ref.sum((2, 3)), (ref * ref).sum((2, 3))]), rtol=1e-5,
+                                   atol=1e-5)  # fmt: skip
 
 
 class _Norms(torch.nn.Module):
