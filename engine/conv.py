@@ -182,6 +182,7 @@ def ks_conv_fwd(
     phase_w = phase % SW
 
     pos = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    per_sample = tl.cdiv(QD * QH * QW, BLOCK_M) * BLOCK_M if CONTIG_OUT else QD * QH * QW  # rows of one sample
     if POOL != 0:  # row = (pooled position, offset in its window): a window's rows are adjacent
         j = pos % (PKD * PKH * PKW)
         rw, rh, rd, n = _split_index(pos // (PKD * PKH * PKW), QW // PKW, QH // PKH, QD // PKD)
@@ -189,10 +190,9 @@ def ks_conv_fwd(
         qh = rh * PKH + (j // PKW) % PKH
         qd = rd * PKD + j // (PKW * PKH)
     elif CONTIG_OUT:  # row = (sample, position padded to a multiple of BLOCK_M)
-        per_tiles = tl.cdiv(QD * QH * QW, BLOCK_M) * BLOCK_M
-        n = pos // per_tiles
-        qw, qh, qd, _ = _split_index(pos % per_tiles, QW, QH, QD)
-        qd = tl.where(pos % per_tiles < QD * QH * QW, qd, QD)  # a padding row: out of range, masked below
+        n = pos // per_sample
+        qw, qh, qd, _ = _split_index(pos % per_sample, QW, QH, QD)
+        qd = tl.where(pos % per_sample < QD * QH * QW, qd, QD)  # a padding row: out of range, masked below
     else:
         qw, qh, qd, n = _split_index(pos, QW, QH, QD)
     if TRANSPOSED:
@@ -304,7 +304,6 @@ def ks_conv_fwd(
     else:
         row0 = pid_m * BLOCK_M
         row_last = row0 + BLOCK_M - 1
-        per_sample = tl.cdiv(QD * QH * QW, BLOCK_M) * BLOCK_M if CONTIG_OUT else QD * QH * QW
     if CHANNELS * (1 - CHANNELS_FIRST) != 0:  # after the pooling, on the pooled tile
         acc, chan, chan_ok = _over_channels(acc, chan, chan_ok, OC, CHANNELS)
         # (steps after the channel step)
