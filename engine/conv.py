@@ -140,7 +140,7 @@ def ks_conv_fwd(
     KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
     TRANSPOSED: tl.constexpr, FLAT_K: tl.constexpr, DIRECT: tl.constexpr, HAS_BIAS: tl.constexpr,
     ACTIVATION: tl.constexpr, PRECISION: tl.constexpr, CONTIG_OUT: tl.constexpr, REDUCE: tl.constexpr,
-    STATS: tl.constexpr, CHANNELS: tl.constexpr, CHANNELS_FIRST: tl.constexpr,
+    STATS: tl.constexpr, CHANNELS: tl.constexpr, CHANNELS_FIRST: tl.constexpr, K_EXACT: tl.constexpr,
     POOL: tl.constexpr, PKD: tl.constexpr, PKH: tl.constexpr, PKW: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):  # fmt: skip
@@ -160,6 +160,8 @@ def ks_conv_fwd(
     reduction over the output channels (min, max, sum, mean, logsumexp; the tile then has one column) or
     their softmax (:func:`_over_channels`), after the epilogue, with one group whose channels all fit in
     one tile (``BLOCK_N``); before the pooling, or after it (``CHANNELS_FIRST`` 0).
+    ``K_EXACT``: a group's channels are a multiple of ``BLOCK_K`` (no mask along ``k``; with channels-last
+    strides that are multiples of 16, the operand loads are 16-byte vectors).
     ``STATS`` (1): the stored values' sums and sums of squares per (sample, channel) are also added into
     ``Stats`` (a normalization's statistics, without reading the output back).
     ``POOL`` (1 max, 2 average): a pooling whose
@@ -268,15 +270,16 @@ def ks_conv_fwd(
                 b1 = tl.load(w_group + (tap * OC + oc) * C + c, mask=oc_ok, other=0.0)
                 acc += a1.to(tl.float32)[:, None] * b1.to(tl.float32)[None, :]
             else:
-                k_ok = (c0 + ks) < C
-                a = tl.load(
-                    x_pos[:, None] + (idd * sxd + ih * sxh + iw * sxw)[:, None] + (c0 + ks)[None, :].to(tl.int64) * sxc,
-                    mask=in_ok[:, None] & k_ok[None, :],
-                    other=0.0,
-                )
-                b = tl.load(
-                    w_rows + tap * (OC * C) + (c0 + ks)[None, :], mask=oc_ok[:, None] & k_ok[None, :], other=0.0
-                )
+                a_at = x_pos[:, None] + (idd * sxd + ih * sxh + iw * sxw)[:, None]
+                a_at += (c0 + ks)[None, :].to(tl.int64) * sxc
+                b_at = w_rows + tap * (OC * C) + (c0 + ks)[None, :]
+                if K_EXACT:  # every channel slice is whole: masks constant along k, so the loads are vectors
+                    a = tl.load(a_at, mask=in_ok[:, None], other=0.0)
+                    b = tl.load(b_at, mask=oc_ok[:, None], other=0.0)
+                else:
+                    k_ok = (c0 + ks) < C
+                    a = tl.load(a_at, mask=in_ok[:, None] & k_ok[None, :], other=0.0)
+                    b = tl.load(b_at, mask=oc_ok[:, None] & k_ok[None, :], other=0.0)
                 acc += tl.dot(a, tl.trans(b), input_precision=PRECISION)
 
     chan = (g * OC + oc)[None, :]  # the epilogue's per-channel operands are indexed by it
@@ -328,21 +331,23 @@ def ks_conv_fwd(
 
 @triton.jit
 def ks_to_channels_last(
-    X, Out, C, S, sxn, sxc, son, ROUND_TF32: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_S: tl.constexpr
+    X, Out, C, CP, S, sxn, sxc, son, ROUND_TF32: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_S: tl.constexpr
 ):
-    """``X`` (N, C, S) with S contiguous into ``Out`` (N, S, C) with C contiguous.
+    """``X`` (N, C, S) with S contiguous into ``Out`` (N, S, CP) with its channels contiguous, ``CP >= C``.
 
-    With ``ROUND_TF32``, each value is rounded to the nearest TF32 value: the ``tf32r`` products' operand
+    The channels from ``C`` to ``CP`` are zeros (a convolution over them adds nothing). With
+    ``ROUND_TF32``, each value is rounded to the nearest TF32 value: the ``tf32r`` products' operand
     rounding, done once here instead of in every tile.
     """
     n = tl.program_id(2)
     cs = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     ss = tl.program_id(0) * BLOCK_S + tl.arange(0, BLOCK_S)
-    ok = (cs[:, None] < C) & (ss[None, :] < S)
-    tile = tl.load(X + n.to(tl.int64) * sxn + cs[:, None].to(tl.int64) * sxc + ss[None, :], mask=ok, other=0.0)
+    at = X + n.to(tl.int64) * sxn + cs[:, None].to(tl.int64) * sxc + ss[None, :]
+    tile = tl.load(at, mask=(cs[:, None] < C) & (ss[None, :] < S), other=0.0)
     if ROUND_TF32:
         tile = _round_tf32(tile)
-    tl.store(Out + n.to(tl.int64) * son + ss[None, :].to(tl.int64) * C + cs[:, None], tile, mask=ok)
+    out = Out + n.to(tl.int64) * son + ss[None, :].to(tl.int64) * CP + cs[:, None]
+    tl.store(out, tile, mask=(cs[:, None] < CP) & (ss[None, :] < S))
 
 
 @triton.jit
@@ -513,23 +518,26 @@ def launch_config(in_per_group: int, out_per_group: int, taps: int = 1) -> dict[
     }
 
 
-def channels_last(x5: torch.Tensor, round_tf32: bool) -> torch.Tensor:
+def channels_last(x5: torch.Tensor, round_tf32: bool, channels: int = 0) -> torch.Tensor:
     """``x5`` (N, C, D, H, W) with channels-last strides (a view of an (N, D, H, W, C) tensor).
 
-    Already channels-last: ``x5`` itself, or one rounding pass over it (:func:`rounded_tf32`) when
-    ``round_tf32``. Otherwise one pass of :func:`ks_to_channels_last`, rounding each value to TF32 on the way
-    when ``round_tf32``.
+    ``channels`` (more than C): the copy has that many channels, the ones after C zeros, so that a
+    channel-padded convolution (``PAD_C``) reads whole 16-channel slices. Already channels-last and not
+    padded: ``x5`` itself, or one rounding pass over it (:func:`rounded_tf32`) when ``round_tf32``.
+    Otherwise one pass of :func:`ks_to_channels_last`, rounding each value to TF32 on the way when
+    ``round_tf32``.
     """
     n, c, d, h, w = x5.shape
-    if x5.stride(1) == 1 and x5.permute(0, 2, 3, 4, 1).is_contiguous():
+    cp = max(c, channels)
+    if cp == c and x5.stride(1) == 1 and x5.permute(0, 2, 3, 4, 1).is_contiguous():
         return rounded_tf32(x5.permute(0, 2, 3, 4, 1)).permute(0, 4, 1, 2, 3) if round_tf32 else x5
     src = x5.contiguous().view(n, c, d * h * w)
-    out = torch.empty((n, d, h, w, c), dtype=x5.dtype, device=x5.device)
+    out = torch.empty((n, d, h, w, cp), dtype=x5.dtype, device=x5.device)
     from torch.library import wrap_triton
 
-    grid = (triton.cdiv(d * h * w, 64), triton.cdiv(c, 32), n)
+    grid = (triton.cdiv(d * h * w, 64), triton.cdiv(cp, 32), n)
     wrap_triton(ks_to_channels_last)[grid](
-        src, out, c, d * h * w, src.stride(0), src.stride(1), out.stride(0),
+        src, out, c, cp, d * h * w, src.stride(0), src.stride(1), out.stride(0),
         ROUND_TF32=round_tf32, BLOCK_C=32, BLOCK_S=64, num_warps=4,
     )  # fmt: skip
     return out.permute(0, 4, 1, 2, 3)
@@ -563,7 +571,8 @@ def conv(
     per-channel operands ``"E<i>"`` are ``vectors[i]``. A depthwise convolution (one input channel per
     group) runs :func:`ks_conv_depthwise`, every other one :func:`ks_conv_fwd` (``config``: its launch
     parameters instead of :func:`launch_config`'s; ``{"DIRECT": True}``: fp32 rank-1 updates over the
-    input as it is laid out, exact whatever ``precision``, for groups of few input channels; without it,
+    input as it is laid out, exact whatever ``precision``, for groups of few input channels; ``{"PAD_C": c}``
+    with one group: its channels zero-padded to ``c`` in the channels-last copy and the weight; without it,
     on a GPU, the fastest of a few configurations for this convolution: :mod:`.conv_tune`).
     ``reduce="mean"``: the result's mean over all spatial positions, ``(batch, channels)``, reduced in
     the kernel (the convolution's output is never stored). ``epilogue`` may hold one ``["channels", op]``
@@ -642,11 +651,16 @@ def conv(
     if channels is not None:  # every output channel in one tile
         cfg["BLOCK_N"] = max(cfg["BLOCK_N"], triton.next_power_of_2(out_g))
     direct = bool(cfg.get("DIRECT")) and not depthwise
-    cfg["FLAT_K"] = bool(cfg["FLAT_K"]) and not transposed and not direct
+    # PAD_C: one group's channels, zero-padded to this many in the channels-last copy and the packed weight
+    c_k = int(cfg.get("PAD_C") or 0) if groups == 1 and not depthwise and not direct else 0
+    c_k = c_k if c_k > c_g else c_g
+    cfg["FLAT_K"] = bool(cfg["FLAT_K"]) and not transposed and not direct and c_k == c_g
     rnd = fp32 and precision == "tf32r" and not depthwise and not direct
     wp = packed if packed is not None else pack_weight(weight, groups, transposed, round_tf32=rnd)
+    if c_k > c_g:
+        wp = torch.nn.functional.pad(wp, (0, c_k - c_g))
     if not depthwise and not direct:
-        x5 = channels_last(x5, rnd)
+        x5 = channels_last(x5, rnd, c_k)
     from torch.library import wrap_triton  # eager: a plain launch; under torch.compile: a kernel node
 
     base = ks_conv_depthwise if depthwise else ks_conv_fwd
@@ -677,7 +691,7 @@ def conv(
     tiles = triton.cdiv(rows, cfg["BLOCK_M"]) * triton.cdiv(out_g, cfg["BLOCK_N"])
     wrap_triton(kernel)[(tiles, groups * phases)](
         x5, wp, bias if bias is not None else wp, out5, *flat,
-        n, c_g, *x5.shape[2:],
+        n, c_k, *x5.shape[2:],
         *space, out_g,
         *q,
         *common[0], *common[1], *common[2],
@@ -690,6 +704,7 @@ def conv(
         PRECISION=("tf32" if precision == "tf32r" else precision) if fp32 else "ieee", CONTIG_OUT=contig,
         REDUCE=1 if reduce else 0, STATS=1 if stats else 0, CHANNELS=CHANNEL_OPS[channels[1]] if channels else 0,
         CHANNELS_FIRST=int(parts["channels_first"]),
+        K_EXACT=not cfg["FLAT_K"] and not direct and c_k % cfg["BLOCK_K"] == 0,
         POOL=POOLS[pool[1]] if pool else 0, PKD=pk[0], PKH=pk[1], PKW=pk[2],
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
@@ -905,7 +920,9 @@ UNARY = {
     "gelu": "0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476))",
     "silu": "acc * tl.sigmoid(acc)",
     "hardswish": "acc * tl.minimum(tl.maximum(acc + 3.0, 0.0), 6.0) / 6.0",
-    "mish": "acc * (2.0 * tl.sigmoid(2.0 * tl.where(acc > 20.0, acc, tl.log(1.0 + tl.exp(acc)))) - 1.0)",
+    # tanh(log(1 + e^x)) = n / (n + 2), n = e^x (e^x + 2): one exponential, no logarithm (1 above x = 20)
+    "mish": "acc * tl.where(acc > 20.0, 1.0, (tl.exp(acc) * (tl.exp(acc) + 2.0))"
+    " / (tl.exp(acc) * (tl.exp(acc) + 2.0) + 2.0))",
     "gelu_tanh": "0.5 * acc * (1.0 + 2.0 * tl.sigmoid(1.5957691216057308 * (acc + 0.044715 * acc * acc * acc)) - 1.0)",
     "hardsigmoid": "tl.minimum(tl.maximum(acc + 3.0, 0.0), 6.0) / 6.0",
     "selu": "1.0507009873554805 * tl.where(acc > 0.0, acc, 1.6732632423543772 * (tl.exp(acc) - 1.0))",

@@ -8,7 +8,9 @@ under the GPU's name and Triton's version), so a later capture of the same convo
 
 - The candidates: the default, smaller and larger position tiles, more warps, and, for groups of few
   input channels (where the default reduces over the flattened tap x channel index, an index computation
-  per element), one tap per step with the channels padded to 16, and the fp32 rank-1 form (``DIRECT``).
+  per element), one tap per step with the channels padded to 16, and the fp32 rank-1 form (``DIRECT``);
+  for one group whose channels are not a multiple of 16, the channels zero-padded to one (``PAD_C``: in
+  the channels-last copy and the packed weight), so every operand load is a 16-byte vector.
   Each computes the same convolution (the tests check every one against PyTorch).
 - Timing: each candidate runs once first (its compile, on the CPU), then all are timed in one turn that
   holds a shared GPU alone (:func:`.gpu_share.tuning`), with Triton's ``do_bench``. A candidate that fails
@@ -39,6 +41,7 @@ BUDGET_S = 120.0
 DEADLINE_RESERVE_S = 120.0  # no tuning with less than this left before the launch's deadline
 CACHE = "conv_configs"
 FEW_CHANNELS = 16  # launch_config reduces over the flattened (tap, channel) index below this
+PAD_TO = 16  # a PAD_C candidate pads a group's channels to a multiple of this
 _MEMO: dict[str, dict[str, Any]] = {}
 _LAST: dict[str, Any] = {}  # the configuration :func:`tuned` returned last in this process
 _SPENT: list[float] = [0.0]  # seconds this process has spent tuning
@@ -53,7 +56,7 @@ def enabled(x: torch.Tensor | str) -> bool:
     return (x.device.type if isinstance(x, torch.Tensor) else torch.device(x).type) == "cuda"
 
 
-def candidates(base: dict[str, Any], in_per_group: int, transposed: bool) -> list[dict[str, Any]]:
+def candidates(base: dict[str, Any], in_per_group: int, transposed: bool, groups: int = 1) -> list[dict[str, Any]]:
     """Launch configurations to time, ``base`` (:func:`.conv.launch_config`'s) first, each distinct."""
     out = [dict(base)]
 
@@ -66,6 +69,10 @@ def candidates(base: dict[str, Any], in_per_group: int, transposed: bool) -> lis
         add(FLAT_K=False, BLOCK_K=16)  # one tap per step: index arithmetic per position, not per element
         add(FLAT_K=False, BLOCK_K=16, BLOCK_M=64)
         add(FLAT_K=False, DIRECT=True)  # fp32 rank-1 updates, the input as it is laid out
+    if groups == 1 and in_per_group % PAD_TO:  # channels zero-padded to whole 16-channel slices: vector loads
+        padded = -(-in_per_group // PAD_TO) * PAD_TO
+        add(FLAT_K=False, BLOCK_K=PAD_TO, PAD_C=padded)
+        add(FLAT_K=False, BLOCK_K=PAD_TO, PAD_C=padded, BLOCK_M=64)
     add(BLOCK_M=64)
     add(num_warps=8)
     if base["BLOCK_N"] >= 64:
@@ -177,7 +184,7 @@ def tuned(
     memory for the copies, say) leaves ``base``. ``timer``: see :func:`choose`.
     """
     chosen = base
-    configs = candidates(base, in_per_group, transposed=bool(geometry[4]))
+    configs = candidates(base, in_per_group, transposed=bool(geometry[4]), groups=int(geometry[3]))
     if len(configs) > 1:
         try:
             cache_key = key(x, weight, bias is not None, geometry, precision, epilogue, list(vectors), reduce)

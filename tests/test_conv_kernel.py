@@ -176,7 +176,8 @@ COMPILE = textwrap.dedent(
         consts = {"KD": k[0], "KH": k[1], "KW": k[2], "TRANSPOSED": transposed, "FLAT_K": flat,
                   "DIRECT": direct, "REDUCE": int(transposed), "HAS_BIAS": True,
                   "ACTIVATION": 1, "PRECISION": precision, "CONTIG_OUT": not transposed,
-                  "STATS": 0, "CHANNELS": 0, "CHANNELS_FIRST": 1, "POOL": 0, "PKD": 1, "PKH": 1, "PKW": 1,
+                  "STATS": 0, "CHANNELS": 0, "CHANNELS_FIRST": 1, "K_EXACT": transposed,
+                  "POOL": 0, "PKD": 1, "PKH": 1, "PKW": 1,
                   "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"]}
         compiled = build(K.ks_conv_fwd, consts, ptrs, cfg["num_warps"], cfg["num_stages"])
         print("OK", transposed, flat, direct, compiled.metadata.shared)
@@ -948,6 +949,47 @@ def test_a_channels_last_input_is_rounded_in_place_of_a_layout_pass():
     assert got.stride() == x.stride()
     torch.testing.assert_close(got, _to_tf32(x.permute(0, 2, 3, 4, 1)).permute(0, 4, 1, 2, 3), rtol=0, atol=0)
     torch.testing.assert_close(channels_last(x.contiguous(), True), got, rtol=0, atol=0)  # the kernel's rounding
+
+
+def test_the_activations_match_pytorch_far_from_zero_too():
+    """Each transcendental epilogue step against PyTorch's own over -60..60 (overflow, underflow, tiny
+    results), through a 1x1 convolution that passes the values through exactly."""
+    vals = torch.linspace(-60.0, 60.0, 2401, dtype=torch.float64).float()
+    vals = torch.cat([vals, torch.tensor([float("inf"), float("-inf"), float("nan")])])
+    x = vals.reshape(1, 1, 1, -1)
+    w = torch.ones(1, 1, 1, 1)
+    fns = {"mish": F.mish, "tanh": torch.tanh, "sigmoid": torch.sigmoid, "silu": F.silu, "gelu": F.gelu,
+           "logsigmoid": F.logsigmoid, "softsign": F.softsign}  # fmt: skip
+    for op, fn in fns.items():
+        got = conv(x, w, epilogue=[[op]], config={"DIRECT": True})
+        want = fn(x.double())
+        torch.testing.assert_close(
+            got.double(), want, rtol=2e-6, atol=1e-6, equal_nan=True, msg=lambda m, op=op: f"{op}: {m}"
+        )
+
+
+def test_channels_padded_to_whole_slices_are_zeros_and_change_no_output():
+    """``PAD_C``: the channels-last copy gets zero channels up to the padded count (from either layout), and
+    the convolution over the padded input and weight is the convolution, forward and transposed."""
+    from kernelskill.engine.conv import channels_last
+
+    x = torch.randn(2, 3, 1, 5, 4)
+    for src in (x, x.to(memory_format=torch.channels_last_3d)):
+        got = channels_last(src, False, 16)
+        assert got.shape == (2, 16, 1, 5, 4) and got.stride(1) == 1
+        torch.testing.assert_close(got[:, :3], x, rtol=0, atol=0)
+        assert not got[:, 3:].any()
+    x2 = torch.randn(2, 3, 9, 8, dtype=torch.float64).float()
+    w = torch.randn(6, 3, 3, 3) / 5
+    b = torch.randn(6)
+    cfg = {"PAD_C": 16, "FLAT_K": False, "BLOCK_K": 16, "BLOCK_M": 16}
+    want = F.conv2d(x2.double(), w.double(), b.double(), 1, 1)
+    got = conv(x2, w, b, 1, 1, config=cfg)
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+    wt = torch.randn(3, 5, 3, 3) / 5  # transposed, stride 2: the padded channels are the reduction's too
+    want = F.conv_transpose2d(x2.double(), wt.double(), None, 2, 1, 1)
+    got = conv(x2, wt, None, 2, 1, transposed=True, output_padding=1, config=cfg)
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
 
 
 def test_a_dense_convolution_outside_our_kernel_goes_to_it_before_the_dot_precision():
