@@ -9,8 +9,10 @@ only CPU work (compiling, planning) goes on beside it, on the other workers' own
 Writers go first: a timing that waits closes a turnstile that new shared holders must pass, so it
 waits only for the shared holders already in, never behind a stream of new ones. A process that
 holds the lock shared and starts a timing gives its share up first (no deadlock between two such
-processes) and takes it back afterwards. Work on the CPU alone inside a shared hold (a compile) runs
-under :func:`released`, which gives the share up meanwhile, so a timing need not wait for it. The
+processes) and takes it back afterwards. Work on the CPU alone inside a shared hold (a compile, a
+Triton kernel's JIT compile at its first call: :func:`compile_released`) runs under :func:`released`,
+which gives the share up meanwhile, so a timing need not wait for it; a long shared hold (a review's
+checks) gives its share up between its steps while a timing is queued (:func:`yield_to_timing`). The
 autotuning benchmarks inside such a compile (Inductor's max-autotune) take the GPU exclusive, one turn
 per tuned kernel (:func:`tune_alone`, :func:`tuning`): their choice is made on an idle GPU, and a long
 autotuning compile never keeps the other workers' timings waiting.
@@ -245,7 +247,7 @@ def released() -> Iterator[None]:
     its own). A no-op without a shared hold, or inside an exclusive one.
     """
     h = _holder()
-    if h is None or h.exclusive or not h.shared:
+    if h is None or h.exclusive or not h.shared or _capturing():
         yield
         return
     torch = sys.modules.get("torch")
@@ -261,6 +263,46 @@ def released() -> Iterator[None]:
         h.shared = depth
         h.away_s += time.perf_counter() - t_out
         _held("released", t_out, waited, "compile")
+
+
+def _capturing() -> bool:
+    """True while this process captures a CUDA graph (no synchronize allowed: the share stays held)."""
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing())
+
+
+def timing_queued(h: _Holder) -> bool:
+    """True when another process's timing waits at the turnstile (or a shared holder is passing it just now)."""
+    try:
+        fcntl.flock(h.gate, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    fcntl.flock(h.gate, fcntl.LOCK_UN)
+    return False
+
+
+def yield_to_timing() -> float:
+    """Inside a shared hold: when a timing is queued, give the share up until it has run, then take it back.
+
+    A long shared hold (a review's checks: the reference, the candidate's first calls and their compiles,
+    five input sets) otherwise keeps a queued timing, and every worker queued behind it, waiting to its
+    end. Called between the steps of such a hold. The process's queued GPU work is finished first, as in
+    :func:`released`. The seconds the share was given up (0.0 when nothing was queued, without a shared
+    hold, or inside an exclusive one).
+    """
+    h = _holder()
+    if h is None or h.exclusive or not h.shared or _capturing() or not timing_queued(h):
+        return 0.0
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    t_out = time.perf_counter()
+    fcntl.flock(h.data, fcntl.LOCK_UN)
+    waited = _enter_shared(h)
+    away = time.perf_counter() - t_out
+    h.away_s += away
+    _held("released", t_out, waited, "yield")
+    return away
 
 
 def in_share(fn: Any, label: str = "") -> Any:
@@ -360,11 +402,37 @@ def tune_alone(inductor: bool = False) -> None:
 
             triton.testing.do_bench = alone(triton.testing.do_bench)
             _TUNED_ALONE.add("triton.testing.do_bench")
+    if "triton.JITFunction._do_compile" not in _TUNED_ALONE:  # a kernel's compile: the CPU alone
+        with contextlib.suppress(ImportError):
+            from triton.runtime.jit import JITFunction
+
+            if compile_released(JITFunction, "_do_compile"):
+                _TUNED_ALONE.add("triton.JITFunction._do_compile")
     benchmarker = getattr(loaded(_BENCHMARKER), "benchmarker", None)
     if benchmarker is not None and "benchmarker.benchmark_gpu" not in _TUNED_ALONE:
         # the instance every Inductor module calls: an attribute of its own shadows the method
         benchmarker.benchmark_gpu = alone(benchmarker.benchmark_gpu)
         _TUNED_ALONE.add("benchmarker.benchmark_gpu")
+
+
+def compile_released(cls: type, name: str) -> bool:
+    """Make ``cls.name`` (a compile: Triton's JIT compile of one kernel specialization) run under :func:`released`.
+
+    A Triton kernel compiles at its first call with new arguments' specialization, often inside a shared
+    hold (a candidate's first call in a review, a tuning candidate's first run): its seconds on the CPU then
+    keep no queued timing waiting. False when ``cls`` has no such function (another Triton version).
+    """
+    raw = cls.__dict__.get(name)
+    if not callable(raw):
+        return False
+
+    @functools.wraps(raw)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with released():
+            return raw(*args, **kwargs)
+
+    setattr(cls, name, run)
+    return True
 
 
 @contextmanager

@@ -158,16 +158,20 @@ class Evaluation:
         self.integrity: Integrity | None = None  # the process as the candidate found it (see .integrity)
 
     def phase(self, name: str) -> None:
-        """Close the phase ``name``: its seconds since the last mark."""
+        """Close the phase ``name``: its seconds since the last mark.
+
+        On a shared GPU a timing queued meanwhile runs now (:func:`.gpu_share.yield_to_timing`), outside every phase.
+        """
         now = time.perf_counter()
         self.phases[name] = round(now - self.mark, 4)
-        self.mark = now
+        gpu_share.yield_to_timing()
+        self.mark = time.perf_counter()
 
     def step(self, name: str, t0: float) -> float:
-        """Add the seconds since ``t0`` to the correctness step ``name``."""
+        """Add the seconds since ``t0`` to the correctness step ``name`` (then yield, as :meth:`phase`)."""
         now = time.perf_counter()
         self.steps[name] = round(self.steps.get(name, 0.0) + now - t0, 4)
-        return now
+        return now + gpu_share.yield_to_timing()
 
     def fail(self, status: Any, exc: BaseException, **extra: Any) -> ReviewResult:
         """A failed result from a candidate's exception (on the CPU, one the environment caused says so)."""

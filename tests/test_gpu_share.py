@@ -37,6 +37,16 @@ def _hold(lock_dir: str, log: str, name: str, kind: str, start_after: float, hol
             time.sleep(0.2)
         with open(log, "a") as f:
             f.write(json.dumps({"name": name + "-back", "began": back, "ended": back + 0.2}) + "\n")
+    elif kind == "yielding":  # a long shared hold that yields to queued timings between its steps
+        away = 0.0
+        with gpu_share.shared():
+            began = time.time()
+            while time.time() < began + hold_s:
+                time.sleep(0.05)
+                away += gpu_share.yield_to_timing()
+            ended = time.time()
+        with open(log, "a") as f:
+            f.write(json.dumps({"name": name + "-away", "away": away}) + "\n")
     else:
         with gpu_share.shared() if kind == "shared" else gpu_share.exclusive():
             began = time.time()
@@ -287,6 +297,35 @@ def test_a_compile_gives_its_share_up_and_a_timing_runs_meanwhile(tmp_path):
     assert back["began"] >= timing["ended"] - 0.05  # the share is taken back through the turnstile
 
 
+def test_a_long_shared_hold_yields_to_a_queued_timing_between_its_steps(tmp_path):
+    """A review's shared hold of 3 s that yields between steps: a timing asked meanwhile runs within a step,
+    not after the whole hold; without a queued timing, yielding gives nothing up."""
+    rows = _run(tmp_path, [("review", "yielding", 0.0, 3.0), ("timing", "exclusive", 0.5, 0.5)])
+    assert rows["timing"]["began"] - rows["timing"]["asked"] < 0.5
+    assert rows["review-away"]["away"] >= 0.4  # the share was given up while the timing ran
+    assert rows["review"]["ended"] > rows["timing"]["ended"]  # and taken back after
+    rows = _run(tmp_path / "alone", [("review", "yielding", 0.0, 1.0)])
+    assert rows["review-away"]["away"] == 0.0
+
+
+def test_a_triton_compile_gives_the_share_up(tmp_path, monkeypatch):
+    """compile_released: the wrapped compile runs with this process's share given up, and it comes back."""
+    monkeypatch.setenv(gpu_share.ENV, str(tmp_path / "locks"))
+    seen = []
+
+    class Jit:
+        def _do_compile(self, key):
+            seen.append((key, gpu_share._holder().shared))
+            return key
+
+    assert gpu_share.compile_released(Jit, "_do_compile") and not gpu_share.compile_released(Jit, "missing")
+    with gpu_share.shared():
+        assert Jit()._do_compile("k") == "k"
+        assert gpu_share._holder().shared == 1
+    assert seen == [("k", 0)]
+    assert gpu_share.yield_to_timing() == 0.0  # no shared hold: nothing to give up
+
+
 def test_released_without_a_share_or_inside_a_timing_changes_nothing(tmp_path, monkeypatch):
     monkeypatch.delenv(gpu_share.ENV, raising=False)
     with gpu_share.released():
@@ -403,12 +442,15 @@ def test_autotuning_benchmarks_hold_the_gpu_alone(monkeypatch, tmp_path):
     monkeypatch.setattr(gpu_share, "_TUNING_LOOPS", loops)
     monkeypatch.setattr(gpu_share, "_BENCHMARKER", "fake_inductor")
     monkeypatch.setattr(triton.testing, "do_bench", lambda fn: state("do_bench"))
+    from triton.runtime.jit import JITFunction
+
+    monkeypatch.setattr(JITFunction, "_do_compile", JITFunction._do_compile)  # restored after the test
     monkeypatch.delenv(gpu_share.ENV, raising=False)
     gpu_share.tune_alone()  # not shared: nothing wrapped
     assert gpu_share._TUNED_ALONE == set()
     monkeypatch.setenv(gpu_share.ENV, str(tmp_path / "locks"))
-    gpu_share.tune_alone()  # Inductor not imported yet: Triton's do_bench only
-    assert gpu_share._TUNED_ALONE == {"triton.testing.do_bench"}
+    gpu_share.tune_alone()  # Inductor not imported yet: Triton's do_bench and its kernel compiles only
+    assert gpu_share._TUNED_ALONE == {"triton.testing.do_bench", "triton.JITFunction._do_compile"}
     monkeypatch.setitem(sys.modules, "fake_inductor", inductor)
     inductor.benchmarker = bench
     gpu_share.tune_alone()
