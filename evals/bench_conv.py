@@ -27,6 +27,9 @@ was fused, and the largest error against eager's output. Results: ``bench_whole.
 N processes, each with its own ``K`` and the same ``--out``, share the work; with ``KERNELSKILL_GPU_SHARE``
 set to one lock folder per GPU (``runner/gpu_share.py``), processes on one GPU compile side by side
 while every timing of record holds the GPU alone. The table is written from every row in the folder.
+Each row records the tuned launch configuration of the task's last convolution (``config``); with
+``--profile``, also each program's longest kernels over five calls (``kernels``: name, ms and launches per
+call; ``torch.profiler``, holding the GPU alone), printed as the row is measured.
 """
 
 from __future__ import annotations
@@ -247,17 +250,31 @@ def measure(rec: dict[str, Any], precision: str, config: dict[str, Any] | None =
     return row
 
 
-def measure_task(task_path: Path, precision: str) -> dict[str, Any]:
+def kernel_table(events: Any, calls: int, top: int = 6) -> list[list[Any]]:
+    """The ``top`` kernels of a profile by GPU time: ``[name, ms per call, launches per call]``, longest first.
+
+    ``events``: ``torch.profiler``'s ``key_averages()`` (or anything with ``key``, ``device_time_total`` in
+    microseconds and ``count``) over ``calls`` calls of one program.
+    """
+    rows = [(e.key, e.device_time_total / 1000.0 / calls, e.count / calls) for e in events if e.device_time_total > 0]
+    rows.sort(key=lambda r: -r[1])
+    return [[name[:120], round(ms, 4), round(n, 2)] for name, ms, n in rows[:top]]
+
+
+def measure_task(task_path: Path, precision: str, profile: bool = False) -> dict[str, Any]:
     """Time one task's forward eager, under ``torch.compile``, and compiled with its convolutions on our kernel.
 
     CUDA only. The three share the model's weights and inputs (seeded); a model with state (a batch norm's
-    running statistics) runs each from its own copy.
+    running statistics) runs each from its own copy. ``config``: the launch configuration of the last
+    convolution compiled (the tuned one, :mod:`.conv_tune`). ``profile``: also ``kernels``, each program's
+    longest kernels over five calls (:func:`kernel_table`), profiled holding the GPU alone.
     """
     import copy
 
     import torch
     from torch._inductor.compile_fx import compile_fx
 
+    from kernelskill.engine import conv_tune
     from kernelskill.engine.reformulate import conv_kernel_forms
     from kernelskill.runner import gpu_share
     from kernelskill.runner.taskfile import load_task_module
@@ -286,9 +303,24 @@ def measure_task(task_path: Path, precision: str) -> dict[str, Any]:
         flat = [(g, w) for g, w in zip(_tensors(got), _tensors(want), strict=True)]
         scale = max((w.abs().max().item() for _, w in flat), default=1.0) or 1.0
         err = max(((g.double() - w.double()).abs().max().item() for g, w in flat), default=0.0) / scale
-        times = {name: time_adaptive(lambda fn=fn: fn(*inputs)) for name, fn in
-                 (("eager", eager), ("compile", compiled), ("ours", ours))}  # fmt: skip
+        programs = (("eager", eager), ("compile", compiled), ("ours", ours))
+        times = {name: time_adaptive(lambda fn=fn: fn(*inputs)) for name, fn in programs}
+        kernels = {}
+        if profile:
+            from torch.profiler import ProfilerActivity
+            from torch.profiler import profile as profiler
+
+            with gpu_share.exclusive("profile"):
+                for name, fn in programs:
+                    with profiler(activities=[ProfilerActivity.CUDA]) as prof:
+                        for _ in range(5):
+                            fn(*inputs)
+                        torch.cuda.synchronize()
+                    kernels[name] = kernel_table(prof.key_averages(), 5)
     row: dict[str, Any] = {f"{name}_ms": t["median_ms"] for name, t in times.items()}
+    row["config"] = conv_tune.last_choice()
+    if kernels:
+        row["kernels"] = kernels
     row["vs_eager"] = row["eager_ms"] / row["ours_ms"]
     row["vs_compile"] = row["compile_ms"] / row["ours_ms"]
     row["err_vs_eager"] = err
@@ -354,10 +386,13 @@ def _whole_rows(path: Path, precision: str) -> dict[str, dict[str, Any]]:
     return rows
 
 
-def whole(folders: list[Path], out: Path, precision: str, shard: tuple[int, int] = (0, 1)) -> int:
+def whole(
+    folders: list[Path], out: Path, precision: str, shard: tuple[int, int] = (0, 1), profile: bool = False
+) -> int:
     """``--whole``: every task of ``folders`` with a convolution, timed by :func:`measure_task`; resumable.
 
     ``shard`` ``(k, n)``: only every ``n``-th task from the ``k``-th; the table still gets every row in ``out``.
+    ``profile``: each row also gets its programs' longest kernels, which are printed.
     """
     out.mkdir(parents=True, exist_ok=True)
     path = out / "bench_whole.jsonl"
@@ -373,12 +408,14 @@ def whole(folders: list[Path], out: Path, precision: str, shard: tuple[int, int]
                 try:
                     if not trace_convs(task_path):
                         continue
-                    row = {"task": task, "precision": precision, **measure_task(task_path, precision)}
+                    row = {"task": task, "precision": precision, **measure_task(task_path, precision, profile)}
                 except Exception as e:  # noqa: BLE001 - one task that fails is a row, not the end of the run
                     row = {"task": task, "precision": precision, "error": f"{type(e).__name__}: {str(e)[:200]}"}
                 log.write(json.dumps(row) + "\n")  # one write per line: shards append to one file
                 log.flush()
                 print(task, row.get("vs_compile"), row.get("error", ""), flush=True)
+                for name, table in row.get("kernels", {}).items():
+                    print(f"  {name}: " + "; ".join(f"{ms:.3f} ms x{n:g} {k[:70]}" for k, ms, n in table), flush=True)
     rows = _whole_rows(path, precision)
     (out / "bench_whole.md").write_text(whole_markdown([rows[t] for t in order if t in rows], precision))
     print(f"table: {out / 'bench_whole.md'}")
@@ -445,6 +482,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--whole", action="store_true",
                     help="time whole tasks: eager, torch.compile, and with our kernel and its fusions")  # fmt: skip
     ap.add_argument("--shard", default="0/1", help="with --whole: K/N, every N-th task from the K-th (0-based)")
+    ap.add_argument("--profile", action="store_true",
+                    help="with --whole: also each program's longest kernels (torch.profiler, five calls)")  # fmt: skip
     args = ap.parse_args(argv)
     try:
         shard = tuple(int(v) for v in args.shard.split("/"))
@@ -472,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_conv times on a CUDA GPU (use --list or --fusions to see the convolutions without one)")
         return 2
     if args.whole:
-        return whole(folders, args.out, args.precision, (shard[0], shard[1]))
+        return whole(folders, args.out, args.precision, (shard[0], shard[1]), args.profile)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "bench_conv.jsonl"
     config = json.loads(args.config)

@@ -165,7 +165,7 @@ def test_whole_tasks_are_timed_with_their_fusions_and_resumed(tmp_path, monkeypa
     (tasks / "3_also.py").write_text(POOLED_TASK)
     timed = []
 
-    def fake(task_path, precision):  # the GPU timing stands aside; which tasks, the resume and the table are the point
+    def fake(task_path, precision, profile=False):  # the GPU timing stands aside: which tasks, resume, table
         timed.append(task_path.name)
         if task_path.name == "3_also.py" and len(timed) < 3:
             raise RuntimeError("out of memory")
@@ -193,7 +193,7 @@ def test_shards_share_the_whole_tasks_and_the_table_gets_every_row(tmp_path, mon
         (tasks / f"{i}_t.py").write_text(POOLED_TASK)
     timed = []
 
-    def fake(task_path, precision):
+    def fake(task_path, precision, profile=False):
         timed.append(task_path.name)
         return {"eager_ms": 2.0, "compile_ms": 1.0, "ours_ms": 0.5, "vs_eager": 4.0, "vs_compile": 2.0,
                 "err_vs_eager": 0.0, "fused": []}  # fmt: skip
@@ -223,3 +223,17 @@ def test_a_whole_task_timed_three_ways_with_its_epilogue_fused_on_the_gpu(tmp_pa
     assert any("max_pool2d 2x2" in f for f in row["fused"]) and any("min over the channels" in f for f in row["fused"])
     for name in ("eager", "compile", "ours"):
         assert row[f"{name}_ms"] > 0
+
+
+def test_the_kernel_table_ranks_a_profiles_kernels_per_call():
+    """--profile's table: GPU time per call, launches per call, host-only events left out, longest first."""
+    from types import SimpleNamespace as E
+
+    from kernelskill.evals.bench_conv import kernel_table
+
+    events = [E(key="ks_conv_fwd_ep", device_time_total=6000.0, count=5), E(key="aten::conv", device_time_total=0.0,
+              count=5), E(key="ks_to_channels_last", device_time_total=1000.0, count=5), E(key="memset",
+              device_time_total=5.0, count=10)]  # fmt: skip
+    got = kernel_table(events, 5)
+    assert got == [["ks_conv_fwd_ep", 1.2, 1.0], ["ks_to_channels_last", 0.2, 1.0], ["memset", 0.001, 2.0]]
+    assert kernel_table(events, 5, top=1) == got[:1]
