@@ -290,6 +290,24 @@ def test_the_op_traces_into_a_triton_kernel_node():
     assert "convolution" not in code
 
 
+def test_a_channel_padded_configuration_traces_with_its_padding():
+    """A tuned ``PAD_C`` configuration under Inductor's front end: the weight's zero padding is a graph op, the
+    padded channels-last copy and the convolution two kernel nodes (on a GPU, tuning picks it while tracing)."""
+    code, output = aot_traced_code(
+        """
+        from kernelskill.engine import conv as K
+        from kernelskill.engine.reformulate import conv_kernel_forms
+        base = K.launch_config
+        K.launch_config = lambda *a: {**base(*a), "PAD_C": 16, "FLAT_K": False, "BLOCK_K": 16}
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.Mish()).eval()
+        """,
+        'conv_kernel_forms(gm, "tf32r")',
+        "torch.compile(model, backend=backend, fullgraph=True)(torch.randn(2, 3, 8, 8))",
+    )
+    assert "constant_pad_nd" in code and code.count("triton_kernel_wrapper") >= 2, output
+    assert "'K_EXACT': True" in code and "'FLAT_K': False" in code
+
+
 def test_torch_compile_traces_a_direct_call_of_the_kernel():
     """Dynamo reaches ``conv_nd`` in a fresh process: the op is registered at import, not under the trace."""
     code, output = aot_traced_code(
