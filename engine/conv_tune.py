@@ -198,8 +198,13 @@ def tuned(
 
 
 def last_choice() -> dict[str, Any]:
-    """The configuration the last tuned convolution of this process runs with ({} before any)."""
+    """The configuration the last tuned convolution of this process runs with ({} before any, or since reset)."""
     return dict(_LAST)
+
+
+def forget_last() -> None:
+    """Start :func:`last_choice` afresh (a benchmark measuring one task after another in one process)."""
+    _LAST.clear()
 
 
 def _timed(

@@ -282,6 +282,7 @@ def measure_task(task_path: Path, precision: str, profile: bool = False) -> dict
     from kernelskill.runner.worker import compile_default
 
     task = load_task_module(str(task_path), cpu=False, name="bench_conv_whole_task")
+    conv_tune.forget_last()  # a task whose convolutions are not tuned records no earlier task's choice
     forms: list[str] = []
 
     def backend(gm: Any, example_inputs: Any) -> Any:

@@ -206,3 +206,16 @@ def test_no_tuning_past_the_budget_or_near_the_deadline(monkeypatch):
     monkeypatch.setenv(conv_tune.BUDGET_ENV, "0")
     calls.clear()
     assert tune("tf32x3") == base and not calls  # the budget is spent
+
+
+def test_the_last_choice_is_the_tuned_one_until_forgotten():
+    """last_choice (each bench_conv row's ``config``) is what tuned() returned last; forget_last clears it, so a
+    task measured after another records no choice of the earlier task's."""
+    x, w = torch.randn(1, 3, 6, 6), torch.randn(8, 3, 3, 3)
+    base = launch_config(3, 8, 9)
+    times = iter(range(100, 0, -1))  # each candidate timed faster than the one before: the last one wins
+    got = conv_tune.tuned(x, w, None, [], (1, 0, 1, 1, False, 0, None), "ieee", None, None, base, 3,
+                          lambda cfg, a: None, timer=lambda fn: float(next(times)))  # fmt: skip
+    assert got == conv_tune.candidates(base, 3, False)[-1] and conv_tune.last_choice() == got
+    conv_tune.forget_last()
+    assert conv_tune.last_choice() == {}
