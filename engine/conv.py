@@ -652,8 +652,7 @@ def conv(
         cfg["BLOCK_N"] = max(cfg["BLOCK_N"], triton.next_power_of_2(out_g))
     direct = bool(cfg.get("DIRECT")) and not depthwise
     # PAD_C: one group's channels, zero-padded to this many in the channels-last copy and the packed weight
-    c_k = int(cfg.get("PAD_C") or 0) if groups == 1 and not depthwise and not direct else 0
-    c_k = c_k if c_k > c_g else c_g
+    c_k = max(c_g, int(cfg.get("PAD_C") or 0)) if groups == 1 and not depthwise and not direct else c_g
     cfg["FLAT_K"] = bool(cfg["FLAT_K"]) and not transposed and not direct and c_k == c_g
     rnd = fp32 and precision == "tf32r" and not depthwise and not direct
     wp = packed if packed is not None else pack_weight(weight, groups, transposed, round_tf32=rnd)

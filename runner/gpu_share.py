@@ -237,14 +237,14 @@ def exclusive(label: str = "") -> Iterator[None]:
 
 
 @contextmanager
-def released() -> Iterator[None]:
+def released(label: str = "compile") -> Iterator[None]:
     """Give this process's shared hold up for work on the CPU alone (compiling), and take it back after.
 
     A timing queued meanwhile runs instead of waiting for the compile to end (while a shared holder
     compiles, a queued timing closes the turnstile and every other worker's GPU work waits behind it).
     The process's queued GPU work is finished first (``torch.cuda.synchronize``), so none of it runs
     beside a timing; the body must not start GPU work of its own (a hold taken inside it is a hold of
-    its own). A no-op without a shared hold, or inside an exclusive one.
+    its own). A no-op without a shared hold, or inside an exclusive one. ``label``: the hold log's.
     """
     h = _holder()
     if h is None or h.exclusive or not h.shared or _capturing():
@@ -262,7 +262,7 @@ def released() -> Iterator[None]:
         waited = _enter_shared(h)
         h.shared = depth
         h.away_s += time.perf_counter() - t_out
-        _held("released", t_out, waited, "compile")
+        _held("released", t_out, waited, label)
 
 
 def _capturing() -> bool:
@@ -291,18 +291,12 @@ def yield_to_timing() -> float:
     hold, or inside an exclusive one).
     """
     h = _holder()
-    if h is None or h.exclusive or not h.shared or _capturing() or not timing_queued(h):
+    if h is None or h.exclusive or not h.shared or not timing_queued(h):
         return 0.0
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
-    t_out = time.perf_counter()
-    fcntl.flock(h.data, fcntl.LOCK_UN)
-    waited = _enter_shared(h)
-    away = time.perf_counter() - t_out
-    h.away_s += away
-    _held("released", t_out, waited, "yield")
-    return away
+    away_before = h.away_s
+    with released("yield"):  # nothing to do meanwhile: the share back through the turnstile, behind the timing
+        pass
+    return h.away_s - away_before
 
 
 def in_share(fn: Any, label: str = "") -> Any:
