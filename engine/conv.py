@@ -142,7 +142,7 @@ def ks_conv_fwd(
     ACTIVATION: tl.constexpr, PRECISION: tl.constexpr, CONTIG_OUT: tl.constexpr, REDUCE: tl.constexpr,
     STATS: tl.constexpr, CHANNELS: tl.constexpr, CHANNELS_FIRST: tl.constexpr, K_EXACT: tl.constexpr,
     POOL: tl.constexpr, PKD: tl.constexpr, PKH: tl.constexpr, PKW: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EPI_SPLIT: tl.constexpr,
 ):  # fmt: skip
     """One (output positions x output channels) tile of one group and, when transposed, one phase.
 
@@ -282,6 +282,67 @@ def ks_conv_fwd(
                     b = tl.load(b_at, mask=oc_ok[:, None] & k_ok[None, :], other=0.0)
                 acc += tl.dot(a, tl.trans(b), input_precision=PRECISION)
 
+    _finish_split(
+        acc, oc, g, pid_m, n, od, oh, ow, pos_ok, Bias, Out, Stats,
+        N, OC, QD, QH, QW, son, soc, sod, soh, sow, INV_COUNT, SC, per_sample,
+        HAS_BIAS, ACTIVATION, CONTIG_OUT, REDUCE, STATS, CHANNELS, CHANNELS_FIRST, POOL, PKD, PKH, PKW, BLOCK_M,
+        EPI_SPLIT,
+    )  # fmt: skip
+
+
+@triton.jit
+def _finish_split(
+    acc, oc, g, pid_m, n, od, oh, ow, pos_ok, Bias, Out, Stats,
+    N, OC, QD, QH, QW, son, soc, sod, soh, sow, INV_COUNT, SC, per_sample,
+    HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr, CONTIG_OUT: tl.constexpr, REDUCE: tl.constexpr,
+    STATS: tl.constexpr, CHANNELS: tl.constexpr, CHANNELS_FIRST: tl.constexpr,
+    POOL: tl.constexpr, PKD: tl.constexpr, PKH: tl.constexpr, PKW: tl.constexpr, BLOCK_M: tl.constexpr,
+    SPLIT: tl.constexpr,
+):  # fmt: skip
+    """:func:`_finish` on ``SPLIT`` column slices of the tile in turn (1, 2, 4, ...; not with a channel step).
+
+    The epilogue's temporaries then live for one slice at a time: on a 128 x 128 fp32 tile over one warp
+    group, two Mish steps on the whole tile need more than 255 registers (ptxas spills kilobytes per thread
+    to local memory) and on quarters they do not.
+    """
+    if SPLIT == 1:
+        _finish(
+            acc, oc, g, pid_m, n, od, oh, ow, pos_ok, Bias, Out, Stats,
+            N, OC, QD, QH, QW, son, soc, sod, soh, sow, INV_COUNT, SC, per_sample,
+            HAS_BIAS, ACTIVATION, CONTIG_OUT, REDUCE, STATS, CHANNELS, CHANNELS_FIRST, POOL, PKD, PKH, PKW, BLOCK_M,
+        )  # fmt: skip
+    else:  # columns [0, half) and [half, 2 * half), each finished in SPLIT // 2 slices
+        half: tl.constexpr = acc.shape[1] // 2
+        left, right = tl.split(tl.permute(tl.reshape(acc, (acc.shape[0], 2, half)), (0, 2, 1)))
+        oc_left, oc_right = tl.split(tl.permute(tl.reshape(oc, (2, half)), (1, 0)))
+        _finish_split(
+            left, oc_left, g, pid_m, n, od, oh, ow, pos_ok, Bias, Out, Stats,
+            N, OC, QD, QH, QW, son, soc, sod, soh, sow, INV_COUNT, SC, per_sample,
+            HAS_BIAS, ACTIVATION, CONTIG_OUT, REDUCE, STATS, CHANNELS, CHANNELS_FIRST, POOL, PKD, PKH, PKW, BLOCK_M,
+            SPLIT // 2,
+        )  # fmt: skip
+        _finish_split(
+            right, oc_right, g, pid_m, n, od, oh, ow, pos_ok, Bias, Out, Stats,
+            N, OC, QD, QH, QW, son, soc, sod, soh, sow, INV_COUNT, SC, per_sample,
+            HAS_BIAS, ACTIVATION, CONTIG_OUT, REDUCE, STATS, CHANNELS, CHANNELS_FIRST, POOL, PKD, PKH, PKW, BLOCK_M,
+            SPLIT // 2,
+        )  # fmt: skip
+
+
+@triton.jit
+def _finish(
+    acc, oc, g, pid_m, n, od, oh, ow, pos_ok, Bias, Out, Stats,
+    N, OC, QD, QH, QW, son, soc, sod, soh, sow, INV_COUNT, SC, per_sample,
+    HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr, CONTIG_OUT: tl.constexpr, REDUCE: tl.constexpr,
+    STATS: tl.constexpr, CHANNELS: tl.constexpr, CHANNELS_FIRST: tl.constexpr,
+    POOL: tl.constexpr, PKD: tl.constexpr, PKH: tl.constexpr, PKW: tl.constexpr, BLOCK_M: tl.constexpr,
+):  # fmt: skip
+    """The epilogue of :func:`ks_conv_fwd`'s tile ``acc`` (output channels ``oc`` of group ``g``), then its store.
+
+    The bias, the activation, the generated element-wise steps (:func:`epilogue_kernel` writes them here),
+    the channel step, the pooling, then the store, the spatial mean or the statistics (see the kernel).
+    """
+    oc_ok = oc < OC
     chan = (g * OC + oc)[None, :]  # the epilogue's per-channel operands are indexed by it
     chan_ok = oc_ok[None, :]
     if HAS_BIAS:
@@ -518,6 +579,21 @@ def launch_config(in_per_group: int, out_per_group: int, taps: int = 1) -> dict[
     }
 
 
+def epilogue_split(cfg: dict[str, Any]) -> int:
+    """In how many column slices :func:`ks_conv_fwd` finishes a tile of launch configuration ``cfg`` (``EPI_SPLIT``).
+
+    A thread holds ``BLOCK_M * BLOCK_N / (32 * num_warps)`` accumulator values. Above 64, the epilogue on
+    the whole tile at once needs more than the 255 registers a thread has for a few exponentials (two
+    Mish steps spill kilobytes per thread on a 128 x 128 tile over four warps, compiled for sm_90), so the
+    tile is finished in slices of at most 32 values a thread, each at least 32 channels wide.
+    """
+    per_thread = cfg["BLOCK_M"] * cfg["BLOCK_N"] // (32 * cfg["num_warps"])
+    split = 1
+    while per_thread // split > 32 and per_thread > 64 and cfg["BLOCK_N"] // (2 * split) >= 32:
+        split *= 2
+    return split
+
+
 def channels_last(x5: torch.Tensor, round_tf32: bool, channels: int = 0) -> torch.Tensor:
     """``x5`` (N, C, D, H, W) with channels-last strides (a view of an (N, D, H, W, C) tensor).
 
@@ -706,6 +782,7 @@ def conv(
         K_EXACT=not cfg["FLAT_K"] and not direct and c_k % cfg["BLOCK_K"] == 0,
         POOL=POOLS[pool[1]] if pool else 0, PKD=pk[0], PKH=pk[1], PKW=pk[2],
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
+        EPI_SPLIT=1 if channels is not None else int(cfg.get("EPI_SPLIT") or epilogue_split(cfg)),
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )  # fmt: skip
     if reduce:
@@ -999,7 +1076,8 @@ def _vector_line(operand: str, lines: list[str]) -> str:
 
 
 _EPILOGUE_KERNELS: dict[str, Any] = {}
-KERNEL_HELPERS = (_round_tf32, _first_tap, _split_index, _add_per_sample, _over_channels)  # copied into each
+# copied into each generated kernel's module
+KERNEL_HELPERS = (_round_tf32, _first_tap, _split_index, _add_per_sample, _over_channels, _finish_split, _finish)
 
 
 def epilogue_kernel(steps: list[list[Any]], n_vectors: int, base: Any = None) -> Any:
@@ -1035,16 +1113,20 @@ def epilogue_kernel(steps: list[list[Any]], n_vectors: int, base: Any = None) ->
     parts = split_epilogue(steps)
     if (parts["pool"] or parts["channels"]) and base is not ks_conv_fwd:
         raise ValueError(f"a pooling or channel step is fused only into {ks_conv_fwd.fn.__name__}")
-    marker = "    if ACTIVATION == 1:\n"
-    body = "".join(f"    {line}\n" for line in epilogue_lines(parts["before"]))
-    src = src.replace(marker, body + marker, 1)
-    for part, marker in (("after_channels", "# (steps after the channel step)"),
-                         ("after_pool", "# (steps after the pooling)")):  # fmt: skip
-        if parts[part]:  # in the kernel's branch for that step, on its tile (both places of the channel step)
-            lines = "".join(f"        {line}\n" for line in epilogue_lines(parts[part]))
-            src = src.replace(f"        {marker}\n", lines)
-    helpers = "".join(f"@triton.jit\n{undecorated(h.fn)}\n\n" for h in KERNEL_HELPERS)
-    text = f"import triton\nimport triton.language as tl\n\n\n{helpers}@triton.jit\n{src}"
+    helpers = {h.fn.__name__: undecorated(h.fn) for h in KERNEL_HELPERS}
+    if base is ks_conv_fwd:  # the steps go into its tile's epilogue (_finish), the operands passed down to it
+        for fn in ("_finish", "_finish_split", name):
+            text = helpers[fn] if fn in helpers else src
+            text = text.replace("Bias, Out, Stats,", f"Bias, Out, Stats, {extra}")
+            if fn in helpers:
+                helpers[fn] = text
+            else:
+                src = text
+        helpers["_finish"] = _with_steps(helpers["_finish"], parts)
+    else:
+        src = _with_steps(src, parts)
+    helpers_src = "".join(f"@triton.jit\n{text}\n\n" for text in helpers.values())
+    text = f"import triton\nimport triton.language as tl\n\n\n{helpers_src}@triton.jit\n{src}"
     folder = Path(tempfile.gettempdir()) / "kernelskill-conv-epilogues"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.py"
@@ -1058,3 +1140,20 @@ def epilogue_kernel(steps: list[list[Any]], n_vectors: int, base: Any = None) ->
     mod_spec.loader.exec_module(module)
     _EPILOGUE_KERNELS[key] = getattr(module, name)
     return _EPILOGUE_KERNELS[key]
+
+
+def _with_steps(src: str, parts: dict[str, Any]) -> str:
+    """``src`` (a kernel or :func:`_finish`) with the element-wise steps of ``parts`` written in.
+
+    ``parts``: :func:`split_epilogue`'s. The steps go after the bias, and in the branches after the channel
+    step and after the pooling.
+    """
+    marker = "    if ACTIVATION == 1:\n"
+    body = "".join(f"    {line}\n" for line in epilogue_lines(parts["before"]))
+    src = src.replace(marker, body + marker, 1)
+    for part, marker in (("after_channels", "# (steps after the channel step)"),
+                         ("after_pool", "# (steps after the pooling)")):  # fmt: skip
+        if parts[part]:  # in that step's branch, on its tile (both places of the channel step)
+            lines = "".join(f"        {line}\n" for line in epilogue_lines(parts[part]))
+            src = src.replace(f"        {marker}\n", lines)
+    return src

@@ -35,6 +35,8 @@ call; ``torch.profiler``, holding the GPU alone), printed as the row is measured
 from __future__ import annotations
 
 import argparse
+import contextlib
+import inspect
 import json
 import math
 from collections.abc import Iterator
@@ -95,6 +97,15 @@ def fusions(task_path: Path, precision: str = "tf32r") -> list[str]:
     pooling and spatial mean fused into our kernel), from TorchDynamo's graph of the reference traced on
     the meta device: no memory, no compute, no GPU.
     """
+    return _rewritten_on_meta(task_path, precision, run=False)
+
+
+def _rewritten_on_meta(task_path: Path, precision: str, run: bool) -> list[str]:
+    """:func:`fusions`' lines; with ``run``, each rewritten graph also runs on the meta device.
+
+    Run, every convolution calls :func:`kernelskill.engine.conv.conv` with its fused steps, and launches
+    nothing real.
+    """
     import torch
 
     from kernelskill.engine.reformulate import conv_kernel_forms
@@ -108,7 +119,9 @@ def fusions(task_path: Path, precision: str = "tf32r") -> list[str]:
 
     def backend(gm: Any, example_inputs: Any) -> Any:
         seen.extend(conv_kernel_forms(gm, precision))
-        raise Traced  # the rewritten graph is not run
+        if not run:
+            raise Traced  # the rewritten graph is not run
+        return gm
 
     torch._dynamo.reset()
     try:
@@ -120,6 +133,158 @@ def fusions(task_path: Path, precision: str = "tf32r") -> list[str]:
     finally:
         torch._dynamo.reset()
     return seen
+
+
+@contextlib.contextmanager
+def _launches_recorded() -> Iterator[list[tuple[Any, dict[str, Any], dict[str, Any], dict[str, Any]]]]:
+    """Kernel launches through ``torch.library.wrap_triton`` recorded, not run (how our conv kernels launch).
+
+    Each is ``(kernel, values, constexprs, options)``, the values as
+    :func:`~kernelskill.runner.compile_check.compile_as_launched` takes them (a tensor as its pointer type).
+    """
+    import torch
+    import torch.library
+
+    from kernelskill.runner.compile_check import arg_type
+
+    launches: list[tuple[Any, dict[str, Any], dict[str, Any], dict[str, Any]]] = []
+
+    class Recorded:
+        def __init__(self, kernel: Any) -> None:
+            self.kernel = kernel
+
+        def __getitem__(self, grid: Any) -> Any:
+            def launch(*args: Any, **kwargs: Any) -> None:
+                names = self.kernel.arg_names
+                pairs = zip(names, args, strict=False)
+                values: dict[str, Any] = {n: arg_type(a) if isinstance(a, torch.Tensor) else a for n, a in pairs}
+                options: dict[str, Any] = {k: kwargs.pop(k) for k in ("num_warps", "num_stages") if k in kwargs}
+                launches.append((self.kernel, values, kwargs, options))
+
+            return launch
+
+    real = torch.library.wrap_triton
+    torch.library.wrap_triton = Recorded
+    try:
+        yield launches
+    finally:
+        torch.library.wrap_triton = real
+
+
+def static_rows(
+    task_path: Path, precision: str = "tf32r", config: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """``--static``: each tuning candidate of each convolution ``task_path``'s rewrite calls, compiled for sm_90.
+
+    The task's forward runs through the ``conv_kernel`` rewrite on the meta device (:func:`fusions`), every
+    call of :func:`~kernelskill.engine.conv.conv` recorded with its fused steps. For each distinct call and
+    each launch configuration its tuning would time (``conv_tune.candidates``; ``config`` merged into each),
+    the convolution kernel's launch is compiled as Triton would compile it for those shapes
+    (``runner/compile_check.py: compile_as_launched``) and ptxas reports its registers per thread, the
+    bytes it spills to local memory, and Triton its shared memory. No GPU.
+    """
+    from kernelskill.engine import conv as conv_module
+    from kernelskill.engine import conv_tune
+    from kernelskill.runner.compile_check import compile_as_launched, resource_usage
+
+    real_conv = conv_module.conv
+    calls: list[dict[str, Any]] = []
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(dict(inspect.signature(real_conv).bind(*args, **kwargs).arguments))
+        return real_conv(*args, **kwargs)
+
+    conv_module.conv = spy
+    try:
+        with _launches_recorded():
+            _rewritten_on_meta(task_path, precision, run=True)
+    finally:
+        conv_module.conv = real_conv
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for call in calls:
+        x, weight = call["x"], call["weight"]
+        groups, transposed = int(call.get("groups", 1)), bool(call.get("transposed", False))
+        c_g = x.shape[1] // groups
+        out_g = weight.shape[1] if transposed else weight.shape[0] // groups
+        desc = {"input": list(x.shape), "weight": list(weight.shape), "groups": groups, "transposed": transposed,
+                "epilogue": call.get("epilogue") or [], "reduce": call.get("reduce"),
+                "stats": call.get("stats", False)}  # fmt: skip
+        key = json.dumps(desc, default=str)
+        if key in seen:
+            continue
+        seen.add(key)
+        base = conv_module.launch_config(c_g, out_g, math.prod(weight.shape[2:]))
+        depthwise = c_g == 1 and not transposed
+        for cand in [base] if depthwise else conv_tune.candidates(base, c_g, transposed, groups):
+            row = {**desc, "config": {**cand, **(config or {})}}
+            try:
+                with _launches_recorded() as launches:
+                    real_conv(**{**call, "config": row["config"]})
+                kernel, values, constexprs, options = next(
+                    rec for rec in reversed(launches) if rec[0].fn.__name__.startswith("ks_conv")
+                )
+                row["kernel"] = kernel.fn.__name__
+                row["EPI_SPLIT"] = constexprs.get("EPI_SPLIT")
+                row |= resource_usage(compile_as_launched(kernel, values, constexprs, options))
+            except Exception as e:  # noqa: BLE001 - one configuration that does not compile is a row
+                row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+            rows.append(row)
+    return rows
+
+
+def static_markdown(rows: list[dict[str, Any]], precision: str) -> str:
+    """``--static``'s table: per task folder, the candidates that spill; then every spilling candidate."""
+    lines = [
+        f"Our convolution kernel's tuning candidates compiled for sm_90 as launched (`{precision}`; ptxas)",
+        "",
+        "| folder | convolutions | candidates | spilling | most bytes spilled (stores) | errors |",
+        "|---|---|---|---|---|---|",
+    ]
+    for folder in sorted({r["task"].split("/")[0] for r in rows}):
+        sel = [r for r in rows if r["task"].startswith(folder + "/")]
+        convs = {(r["task"], json.dumps(r["input"]), json.dumps(r["weight"]), json.dumps(r["epilogue"])) for r in sel}
+        spilling = [r for r in sel if r.get("spill_stores", 0) > 0]
+        most = max((r["spill_stores"] for r in spilling), default=0)
+        errors = sum("error" in r for r in sel)
+        lines.append(f"| {folder} | {len(convs)} | {len(sel)} | {len(spilling)} | {most} | {errors} |")
+    lines += ["", "| task | input | weight | epilogue | configuration | split | registers | spill stores / loads |",
+              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        if r.get("spill_stores", 0) > 0 or "error" in r:
+            cfg = {k: v for k, v in r["config"].items() if k not in ("FLAT_K", "DIRECT") or v}
+            lines.append(
+                f"| {r['task']} | {r['input']} | {r['weight']} | {json.dumps(r['epilogue'])[:60]} | {json.dumps(cfg)} "
+                f"| {r.get('EPI_SPLIT')} | {r.get('registers', '-')} "
+                f"| {r.get('spill_stores', '-')} / {r.get('spill_loads', '-')} {r.get('error', '')[:60]} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def static(folders: list[Path], out: Path, precision: str, config: dict[str, Any]) -> int:
+    """``--static``: :func:`static_rows` for each task of ``folders`` with a convolution; jsonl and table in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    with open(out / "bench_static.jsonl", "w") as log:
+        for folder in folders:
+            for task_path in _numbered(folder):
+                task = f"{folder.name}/{task_path.stem}"
+                try:
+                    if not trace_convs(task_path):
+                        continue
+                    found = [{"task": task, **r} for r in static_rows(task_path, precision, config)]
+                except Exception as e:  # noqa: BLE001 - one task that does not trace is a row
+                    found = [{"task": task, "input": [], "weight": [], "epilogue": [], "config": {},
+                              "error": f"{type(e).__name__}: {str(e)[:200]}"}]  # fmt: skip
+                for row in found:
+                    log.write(json.dumps(row, default=str) + "\n")
+                    log.flush()
+                rows += found
+                spill = [r for r in found if r.get("spill_stores", 0) > 0]
+                print(f"{task}: {len(found)} candidates, {len(spill)} spilling", flush=True)
+    (out / "bench_static.md").write_text(static_markdown(rows, precision))
+    print(f"table: {out / 'bench_static.md'}")
+    return 0
 
 
 def _conv_record(op: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -482,6 +647,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="only list what each task's convolutions fuse in our kernel (no GPU needed)")  # fmt: skip
     ap.add_argument("--whole", action="store_true",
                     help="time whole tasks: eager, torch.compile, and with our kernel and its fusions")  # fmt: skip
+    ap.add_argument("--static", action="store_true",
+                    help="compile each convolution's tuning candidates for sm_90 and report registers and spills "
+                    "(no GPU needed)")  # fmt: skip
     ap.add_argument("--shard", default="0/1", help="with --whole: K/N, every N-th task from the K-th (0-based)")
     ap.add_argument("--profile", action="store_true",
                     help="with --whole: also each program's longest kernels (torch.profiler, five calls)")  # fmt: skip
@@ -503,6 +671,8 @@ def main(argv: list[str] | None = None) -> int:
                 for line in lines:
                     print(f"{folder.name}/{path.name}: {line}", flush=True)
         return 0
+    if args.static:
+        return static(folders, args.out, args.precision, json.loads(args.config))
     found = list(task_convs(folders))
     if args.list:
         for task, rec in found:

@@ -50,7 +50,8 @@ class Launch:
         )
 
 
-def _arg_type(value: Any) -> str:
+def arg_type(value: Any) -> str:
+    """A launch argument's type in a Triton signature (a tensor: its pointer type, e.g. ``*fp32``)."""
     if hasattr(value, "data_ptr") and hasattr(value, "dtype"):
         return "*" + _DTYPES.get(str(value.dtype).replace("torch.", ""), "fp32")
     if isinstance(value, bool):
@@ -115,7 +116,7 @@ class LaunchRecorder:
                 signature[p.name] = "constexpr"
                 constexprs[p.name] = value
             else:
-                signature[p.name] = _arg_type(value)
+                signature[p.name] = arg_type(value)
         launch = Launch(fn, fn.__name__, signature, constexprs, options)
         self.launches.setdefault(launch.key(), launch)
 
@@ -164,6 +165,74 @@ def compile_launches(launches: list[dict[str, Any]], arch: int = 90) -> list[dic
             text = str(e).strip()
             errors.append({"kernel": launch["name"], "error": f"{type(e).__name__}: {text[-1500:]}"})
     return errors
+
+
+def compile_as_launched(
+    fn: Any, values: dict[str, Any], constexprs: dict[str, Any], options: dict[str, Any], arch: int = 90
+) -> Any:
+    """``fn`` (a ``@triton.jit`` function) compiled for ``sm_<arch>`` as a launch with ``values`` would be.
+
+    ``values``: every non-constexpr argument: a pointer as its type (``"*fp32"``; taken as 16-byte aligned,
+    as a fresh PyTorch allocation is), an int or a float. Ints are specialized as Triton's launcher does
+    (1 becomes a constexpr, a multiple of 16 is marked divisible by 16), which decides the vector width of
+    loads and stores: a compile with plain ``i32`` arguments misses it. Needs no GPU; not under the interpreter.
+    """
+    import triton
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import CUDABackend
+    from triton.compiler import ASTSource
+
+    jit = _unwrap_jit(fn)
+    signature, attrs, consts = {}, {}, dict(constexprs)
+    for i, name in enumerate(jit.arg_names):
+        if name in consts:
+            signature[name] = "constexpr"
+            continue
+        value = values[name]
+        if isinstance(value, str):  # a pointer
+            signature[name], attrs[(i,)] = value, [["tt.divisibility", 16]]
+        elif isinstance(value, float):
+            signature[name] = "fp32"
+        else:
+            kind, attr = native_specialize_impl(CUDABackend, value, False, True, True)
+            if kind == "constexpr":
+                signature[name], consts[name] = "constexpr", attr
+            else:
+                signature[name] = kind
+                if attr == "D":
+                    attrs[(i,)] = [["tt.divisibility", 16]]
+    src = ASTSource(jit, signature=signature, constexprs=consts, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
+
+
+def resource_usage(compiled: Any, arch: int = 90) -> dict[str, int]:
+    """Registers per thread and bytes spilled to local memory of a :func:`compile_as_launched` kernel (ptxas -v)."""
+    import os
+    import re
+    import subprocess
+    import tempfile
+
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ptx = os.path.join(tmp, "kernel.ptx")
+        with open(ptx, "w") as f:
+            f.write(compiled.asm["ptx"])
+        gpu = f"sm_{arch}a" if arch == 90 else f"sm_{arch}"
+        cmd = [get_ptxas(arch).path, "-v", f"--gpu-name={gpu}", ptx, "-o", os.path.join(tmp, "kernel.cubin")]
+        log = subprocess.run(cmd, capture_output=True, text=True, check=True).stderr
+
+    def number(pattern: str) -> int:
+        found = re.search(pattern, log)
+        return int(found.group(1)) if found else 0
+
+    return {
+        "registers": number(r"Used (\d+) registers"),
+        "spill_stores": number(r"(\d+) bytes spill stores"),
+        "spill_loads": number(r"(\d+) bytes spill loads"),
+        "shared": int(compiled.metadata.shared),
+    }
 
 
 def serialize(launches: list[Launch]) -> list[dict[str, Any]]:

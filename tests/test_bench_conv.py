@@ -237,3 +237,95 @@ def test_the_kernel_table_ranks_a_profiles_kernels_per_call():
     got = kernel_table(events, 5)
     assert got == [["ks_conv_fwd_ep", 1.2, 1.0], ["ks_to_channels_last", 0.2, 1.0], ["memset", 0.001, 2.0]]
     assert kernel_table(events, 5, top=1) == got[:1]
+
+
+MISH_TASK = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(64, 128, 3)
+
+        def forward(self, x):
+            return F.mish(F.mish(self.conv(x)))
+
+    def get_inputs():
+        return [torch.rand(64, 64, 256, 256)]  # 1 GB: on the meta device, nothing is allocated
+
+    def get_init_inputs():
+        return []
+    """
+)
+
+STATIC = textwrap.dedent(
+    """
+    import json, sys
+    from pathlib import Path
+    from kernelskill.evals.bench_conv import static_rows
+
+    for config in ({}, {"EPI_SPLIT": 1}):
+        for r in static_rows(Path(sys.argv[1]), "tf32r", config):
+            c = r["config"]
+            print(json.dumps([c["BLOCK_M"], c["BLOCK_N"], c["num_warps"], c["num_stages"], config, r.get("EPI_SPLIT"),
+                              r.get("registers"), r.get("spill_stores"), r.get("error")]))
+    """
+)
+
+
+def test_the_static_survey_compiles_each_candidate_as_launched_and_finds_no_spill_with_the_split(tmp_path):
+    """Two Mish steps after a 64-channel convolution, the tile finished whole: the 128 x 128 candidates over one
+    warp group spill kilobytes per thread to local memory (ptxas, sm_90). In column slices (the rule): none does."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "mish.py").write_text(MISH_TASK)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # a real compile, as on the GPU
+    out = subprocess.run([sys.executable, "-c", STATIC, str(tmp_path / "mish.py")], capture_output=True, text=True,
+                         timeout=900, env=env)  # fmt: skip
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("[")]
+    assert len(rows) >= 8 and not any(r[-1] for r in rows), out.stdout[-2000:] + out.stderr[-3000:]
+    ruled = [r for r in rows if r[4] == {}]
+    whole = [r for r in rows if r[4] == {"EPI_SPLIT": 1}]
+    assert all(r[7] == 0 for r in ruled), ruled  # no candidate spills
+    assert [r[5] for r in ruled if r[:3] == [128, 128, 4]] == [4, 4]  # 128 values a thread: four slices of 32
+    one_group = [r for r in whole if r[:3] == [128, 128, 4]]
+    assert one_group and all(r[7] > 1000 for r in one_group), whole  # the whole tile spills
+    assert all(r[6] <= 255 for r in rows)
+
+
+def test_a_launch_is_compiled_with_the_launchers_specialization(tmp_path):
+    """An int argument of 1 becomes a constant and a multiple of 16 is known divisible: the loads along a stride of
+    16 elements become 16-byte vectors; with a stride of 17 they do not."""
+    import os
+    import subprocess
+    import sys
+
+    code = textwrap.dedent(
+        """
+        import triton, triton.language as tl
+        from kernelskill.runner.compile_check import compile_as_launched, resource_usage
+
+        @triton.jit
+        def rows(X, Out, stride, one, BLOCK: tl.constexpr):
+            r = tl.program_id(0)
+            cols = tl.arange(0, BLOCK)
+            v = tl.load(X + r * stride + cols * one)
+            tl.store(Out + r * BLOCK + cols, v)
+
+        for stride in (16, 17):
+            c = compile_as_launched(rows, {"X": "*fp32", "Out": "*fp32", "stride": stride, "one": 1}, {"BLOCK": 128},
+                                    {"num_warps": 1})
+            print(stride, "ld.global.v4" in c.asm["ptx"], resource_usage(c)["spill_stores"])
+        """
+    )
+    (tmp_path / "rows.py").write_text(code)  # a @triton.jit kernel needs a source file
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, str(tmp_path / "rows.py")], capture_output=True, text=True, timeout=300,
+                         env=env)  # fmt: skip
+    assert out.stdout.split("\n")[:2] == ["16 True 0", "17 False 0"], out.stdout + out.stderr[-3000:]

@@ -178,7 +178,8 @@ COMPILE = textwrap.dedent(
                   "ACTIVATION": 1, "PRECISION": precision, "CONTIG_OUT": not transposed,
                   "STATS": 0, "CHANNELS": 0, "CHANNELS_FIRST": 1, "K_EXACT": transposed,
                   "POOL": 0, "PKD": 1, "PKH": 1, "PKW": 1,
-                  "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"]}
+                  "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"],
+                  "EPI_SPLIT": 1 if flat else 2}
         compiled = build(K.ks_conv_fwd, consts, ptrs, cfg["num_warps"], cfg["num_stages"])
         print("OK", transposed, flat, direct, compiled.metadata.shared)
 
@@ -187,12 +188,14 @@ COMPILE = textwrap.dedent(
     kernel = K.epilogue_kernel(steps, 2)  # a generated epilogue kernel
     consts.update(TRANSPOSED=False, FLAT_K=False, DIRECT=False, REDUCE=0, PRECISION="tf32")
     build(kernel, consts, ptrs)
+    build(kernel, {**consts, "EPI_SPLIT": 4, "STATS": 1}, ptrs)  # in four column slices
     print("OK epilogue")
     steps = [["save", 0], ["sigmoid"], ["mul", "R0"], ["pool", "max", [2, 2]], ["save", 1], ["mish"], ["add", "R1"]]
     kernel = K.epilogue_kernel(steps, 0)  # x * sigmoid(x), max pooling, then y + mish(y): values kept in registers
-    build(kernel, {**consts, "POOL": 1, "PKH": 2, "PKW": 2, "CONTIG_OUT": False}, ptrs)
+    build(kernel, {**consts, "POOL": 1, "PKH": 2, "PKW": 2, "CONTIG_OUT": False, "EPI_SPLIT": 4}, ptrs)
     build(K.ks_conv_fwd, {**consts, "POOL": 2, "PKD": 2, "PKH": 2, "PKW": 2, "REDUCE": 1, "CONTIG_OUT": False}, ptrs)
     print("OK pooled")
+    consts["EPI_SPLIT"] = 1  # a channel step takes the whole tile
     kernel = K.epilogue_kernel([["channels", "min"], ["tanh"], ["pool", "avg", [2, 2]], ["mul", 2.0]], 0)
     build(kernel, {**consts, "CHANNELS": 1, "POOL": 2, "PKH": 2, "PKW": 2, "CONTIG_OUT": False}, ptrs)
     for op in (5, 6):  # logsumexp, softmax
@@ -1035,3 +1038,35 @@ def test_a_dense_convolution_outside_our_kernel_goes_to_it_before_the_dot_precis
     ours = template.replace("captured", f"{CONV_KERNEL_MARK} (tf32x3), captured")
     assert extract_features(ours)["conv_not_own_kernel"] is False
     assert decide(extract_features(ours), {"arithmetic_intensity": 150.0}).rule == "fp32-dot-off-tensor-cores"
+
+
+@pytest.mark.parametrize("split", [1, 2, 4])
+def test_a_tile_finished_in_column_slices_stores_the_same(split):
+    """``EPI_SPLIT``: the epilogue, the store, the statistics, a pooling and a spatial mean on each column slice
+    of the tile in turn (64 output channels in one 64-wide tile: slices of 64, 32 and 16 channels)."""
+    from kernelskill.engine.conv import epilogue_split
+
+    gen = torch.Generator().manual_seed(41)
+    x = torch.randn(2, 5, 6, 8, generator=gen)
+    w = torch.randn(64, 5, 3, 3, generator=gen) / 45**0.5
+    b, scale = torch.randn(64, generator=gen), torch.randn(64, 1, 1, generator=gen)
+    cfg = {"BLOCK_M": 16, "BLOCK_N": 64, "EPI_SPLIT": split}
+    steps = [["mul", "E0"], ["mish"], ["mish"], ["sub", 0.25]]
+    y = F.conv2d(x.double(), w.double(), b.double(), padding=1) * scale.double()
+    want = F.mish(F.mish(y)) - 0.25
+    got, sums = conv(x, w, b, padding=1, epilogue=steps, vectors=[scale], stats=True, config=cfg)
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(sums.double(), torch.stack([want.sum((2, 3)), (want * want).sum((2, 3))]), rtol=1e-5,
+                               atol=1e-5)  # fmt: skip
+    pooled = conv(x, w, b, padding=1, epilogue=[*steps, ["pool", "avg", [2, 2]], ["relu"]], vectors=[scale], config=cfg)
+    torch.testing.assert_close(pooled.double(), F.avg_pool2d(want, 2).relu(), rtol=1e-5, atol=1e-5)
+    mean = conv(x, w, b, padding=1, epilogue=steps, vectors=[scale], reduce="mean", config=cfg)
+    torch.testing.assert_close(mean.double(), want.mean((2, 3)), rtol=1e-5, atol=1e-5)
+    wt = torch.randn(5, 64, 3, 3, generator=gen) / 45**0.5  # transposed, stride 2: four phases
+    yt = F.conv_transpose2d(x.double(), wt.double(), b.double(), stride=2, padding=1, output_padding=1)
+    got = conv(x, wt, b, 2, 1, transposed=True, output_padding=1, epilogue=[["tanh"]], config=cfg)
+    torch.testing.assert_close(got.double(), torch.tanh(yt), rtol=1e-5, atol=1e-5)
+    assert epilogue_split({"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4}) == 4  # 128 values a thread: 4 x 32
+    assert epilogue_split({"BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8}) == 4
+    assert epilogue_split({"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4}) == 1  # 64 a thread: whole
+    assert epilogue_split({"BLOCK_M": 256, "BLOCK_N": 32, "num_warps": 4}) == 1  # slices stay 32 channels wide
