@@ -224,20 +224,24 @@ def ks_conv_fwd(
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if FLAT_K:  # k = tap * C + channel, sliced across taps
+        d0 = od * SD - PD  # a row's first input position; tap k reads d0 + kd * DD, ...
+        h0 = oh * SH - PH
+        w0 = ow * SW - PW
+        x_rows = x_pos + (d0 * sxd + h0 * sxh + w0 * sxw)  # per row; the offset of each k is added per element
         for k0 in range(0, KD * KH * KW * C, BLOCK_K):
             k = k0 + ks
             k_ok = k < KD * KH * KW * C
             c = k % C
             tap = k // C
-            kd = tap // (KH * KW)
-            kh = (tap // KW) % KH
-            kw = tap % KW
-            idd = od[:, None] * SD - PD + (kd * DD)[None, :]
-            ih = oh[:, None] * SH - PH + (kh * DH)[None, :]
-            iw = ow[:, None] * SW - PW + (kw * DW)[None, :]
+            dk = (tap // (KH * KW)) * DD
+            hk = ((tap // KW) % KH) * DH
+            wk = (tap % KW) * DW
+            idd = d0[:, None] + dk[None, :]
+            ih = h0[:, None] + hk[None, :]
+            iw = w0[:, None] + wk[None, :]
             ok = pos_ok[:, None] & k_ok[None, :] & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
-            off = c[None, :].to(tl.int64) * sxc + idd * sxd + ih * sxh + iw * sxw
-            a = tl.load(x_pos[:, None] + off, mask=ok, other=0.0)
+            k_off = c.to(tl.int64) * sxc + dk * sxd + hk * sxh + wk * sxw  # per k: one add per element below
+            a = tl.load(x_rows[:, None] + k_off[None, :], mask=ok, other=0.0)
             b = tl.load(
                 w_group + oc[:, None] * C + (tap * OC * C + c)[None, :], mask=oc_ok[:, None] & k_ok[None, :], other=0.0
             )
@@ -301,9 +305,8 @@ def _finish_split(
 ):  # fmt: skip
     """:func:`_finish` on ``SPLIT`` column slices of the tile in turn (1, 2, 4, ...; not with a channel step).
 
-    The epilogue's temporaries then live for one slice at a time: on a 128 x 128 fp32 tile over one warp
-    group, two Mish steps on the whole tile need more than 255 registers (ptxas spills kilobytes per thread
-    to local memory) and on quarters they do not.
+    The epilogue's temporaries and the store's addresses then live for one slice at a time
+    (:func:`epilogue_split`).
     """
     if SPLIT == 1:
         _finish(
@@ -582,14 +585,16 @@ def launch_config(in_per_group: int, out_per_group: int, taps: int = 1) -> dict[
 def epilogue_split(cfg: dict[str, Any]) -> int:
     """In how many column slices :func:`ks_conv_fwd` finishes a tile of launch configuration ``cfg`` (``EPI_SPLIT``).
 
-    A thread holds ``BLOCK_M * BLOCK_N / (32 * num_warps)`` accumulator values. Above 64, the epilogue on
-    the whole tile at once needs more than the 255 registers a thread has for a few exponentials (two
-    Mish steps spill kilobytes per thread on a 128 x 128 tile over four warps, compiled for sm_90), so the
-    tile is finished in slices of at most 32 values a thread, each at least 32 channels wide.
+    A thread holds ``BLOCK_M * BLOCK_N / (32 * num_warps)`` accumulator values. Finished whole, the
+    epilogue's temporaries and the store's addresses for all of them are live at once: compiled for sm_90
+    (``bench_conv --static``), two Mish steps on a 128 x 128 tile over four warps spill kilobytes per thread
+    to local memory, and so do the stores of transposed convolutions (their output rows are not
+    consecutive, so every value has its own address) from 64 values a thread. So the tile is finished in
+    slices of at most 16 values a thread, each at least 16 channels wide.
     """
     per_thread = cfg["BLOCK_M"] * cfg["BLOCK_N"] // (32 * cfg["num_warps"])
     split = 1
-    while per_thread // split > 32 and per_thread > 64 and cfg["BLOCK_N"] // (2 * split) >= 32:
+    while per_thread // split > 16 and cfg["BLOCK_N"] // (2 * split) >= 16:
         split *= 2
     return split
 

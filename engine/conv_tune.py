@@ -10,7 +10,8 @@ under the GPU's name and Triton's version), so a later capture of the same convo
   input channels (where the default reduces over the flattened tap x channel index, an index computation
   per element), one tap per step with the channels padded to 16, and the fp32 rank-1 form (``DIRECT``);
   for one group whose channels are not a multiple of 16, the channels zero-padded to one (``PAD_C``: in
-  the channels-last copy and the packed weight), so every operand load is a 16-byte vector.
+  the channels-last copy and the packed weight), so every operand load is a 16-byte vector; and, where the
+  default finishes its tile in column slices (:func:`.conv.epilogue_split`), the default finishing it whole.
   Each computes the same convolution (the tests check every one against PyTorch).
 - Timing: each candidate runs once first (its compile, on the CPU), then all are timed in one turn that
   holds a shared GPU alone (:func:`.gpu_share.tuning`), with Triton's ``do_bench``. A candidate that fails
@@ -73,6 +74,10 @@ def candidates(base: dict[str, Any], in_per_group: int, transposed: bool, groups
         padded = -(-in_per_group // PAD_TO) * PAD_TO
         add(FLAT_K=False, BLOCK_K=PAD_TO, PAD_C=padded)
         add(FLAT_K=False, BLOCK_K=PAD_TO, PAD_C=padded, BLOCK_M=64)
+    from .conv import epilogue_split
+
+    if epilogue_split(base) > 1:  # the default's tile finished whole, as before the slices (timed against them)
+        add(EPI_SPLIT=1)
     add(BLOCK_M=64)
     add(num_warps=8)
     if base["BLOCK_N"] >= 64:

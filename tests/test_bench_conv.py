@@ -278,7 +278,7 @@ STATIC = textwrap.dedent(
 
 def test_the_static_survey_compiles_each_candidate_as_launched_and_finds_no_spill_with_the_split(tmp_path):
     """Two Mish steps after a 64-channel convolution, the tile finished whole: the 128 x 128 candidates over one
-    warp group spill kilobytes per thread to local memory (ptxas, sm_90). In column slices (the rule): none does."""
+    warp group spill kilobytes per thread to local memory (ptxas, sm_90). In column slices (the rule), none does."""
     import json
     import os
     import subprocess
@@ -293,7 +293,7 @@ def test_the_static_survey_compiles_each_candidate_as_launched_and_finds_no_spil
     ruled = [r for r in rows if r[4] == {}]
     whole = [r for r in rows if r[4] == {"EPI_SPLIT": 1}]
     assert all(r[7] == 0 for r in ruled), ruled  # no candidate spills
-    assert [r[5] for r in ruled if r[:3] == [128, 128, 4]] == [4, 4]  # 128 values a thread: four slices of 32
+    assert [r[5] for r in ruled if r[:3] == [128, 128, 4]] == [8, 8]  # 128 values a thread: eight slices of 16
     one_group = [r for r in whole if r[:3] == [128, 128, 4]]
     assert one_group and all(r[7] > 1000 for r in one_group), whole  # the whole tile spills
     assert all(r[6] <= 255 for r in rows)

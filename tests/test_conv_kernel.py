@@ -1066,7 +1066,8 @@ def test_a_tile_finished_in_column_slices_stores_the_same(split):
     yt = F.conv_transpose2d(x.double(), wt.double(), b.double(), stride=2, padding=1, output_padding=1)
     got = conv(x, wt, b, 2, 1, transposed=True, output_padding=1, epilogue=[["tanh"]], config=cfg)
     torch.testing.assert_close(got.double(), torch.tanh(yt), rtol=1e-5, atol=1e-5)
-    assert epilogue_split({"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4}) == 4  # 128 values a thread: 4 x 32
-    assert epilogue_split({"BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8}) == 4
-    assert epilogue_split({"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4}) == 1  # 64 a thread: whole
-    assert epilogue_split({"BLOCK_M": 256, "BLOCK_N": 32, "num_warps": 4}) == 1  # slices stay 32 channels wide
+    assert epilogue_split({"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4}) == 8  # 128 values a thread: 8 x 16
+    assert epilogue_split({"BLOCK_M": 256, "BLOCK_N": 128, "num_warps": 8}) == 8
+    assert epilogue_split({"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4}) == 4  # 64 a thread
+    assert epilogue_split({"BLOCK_M": 128, "BLOCK_N": 16, "num_warps": 4}) == 1  # 16 a thread: whole
+    assert epilogue_split({"BLOCK_M": 256, "BLOCK_N": 32, "num_warps": 4}) == 2  # slices stay 16 channels wide
