@@ -35,7 +35,8 @@ over every spatial position; each with the element-wise steps after it. Only the
 pooled output is 4-8 times smaller than the convolution's. With ``stats``, the kernel also adds up the
 stored values' sums and sums of squares per (sample, channel), so a batch, group or instance norm that
 follows (:func:`normalized`) needs no pass of its own over the output for its statistics. Each distinct
-epilogue is its own generated kernel (:func:`epilogue_kernel`).
+epilogue is its own generated kernel (:func:`epilogue_kernel`). All of this runs on column slices of the
+tile in turn (:func:`epilogue_split`), so that its registers fit beside the accumulator's.
 
 Numerics: fp32 inputs multiply in ``precision``: ``ieee`` (exact fp32), ``tf32x3`` (3xTF32, near fp32),
 ``tf32`` (one TF32 product), or ``tf32r``, which is ``tf32`` with both operands first rounded to the
@@ -163,7 +164,8 @@ def ks_conv_fwd(
     ``K_EXACT``: a group's channels are a multiple of ``BLOCK_K`` (no mask along ``k``; with channels-last
     strides that are multiples of 16, the operand loads are 16-byte vectors).
     ``STATS`` (1): the stored values' sums and sums of squares per (sample, channel) are also added into
-    ``Stats`` (a normalization's statistics, without reading the output back).
+    ``Stats`` (a normalization's statistics, without reading the output back). ``EPI_SPLIT``: the tile is
+    finished (:func:`_finish`) in that many column slices, one after the other (:func:`epilogue_split`).
     ``POOL`` (1 max, 2 average): a pooling whose
     window (``PKD x PKH x PKW``, a power of two) is its stride, no padding, after the epilogue. The tile's
     rows are then (pooled position, offset in its window), each window's rows adjacent, so the window is

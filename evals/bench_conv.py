@@ -234,20 +234,32 @@ def static_rows(
 
 
 def static_markdown(rows: list[dict[str, Any]], precision: str) -> str:
-    """``--static``'s table: per task folder, the candidates that spill; then every spilling candidate."""
+    """``--static``'s table: per task folder, how many candidates spill; then every spilling candidate.
+
+    A convolution's first row is its default configuration (the one used untuned).
+    """
     lines = [
         f"Our convolution kernel's tuning candidates compiled for sm_90 as launched (`{precision}`; ptxas)",
         "",
-        "| folder | convolutions | candidates | spilling | most bytes spilled (stores) | errors |",
-        "|---|---|---|---|---|---|",
+        "| folder | convolutions | candidates | spilling | convolutions whose default spills "
+        "| convolutions with no candidate free of spills | most bytes spilled (stores) | errors |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for folder in sorted({r["task"].split("/")[0] for r in rows}):
-        sel = [r for r in rows if r["task"].startswith(folder + "/")]
-        convs = {(r["task"], json.dumps(r["input"]), json.dumps(r["weight"]), json.dumps(r["epilogue"])) for r in sel}
+        convs: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            if r["task"].startswith(folder + "/"):
+                key = json.dumps([r["task"], r["input"], r["weight"], r["epilogue"], r.get("reduce"), r.get("stats")])
+                convs.setdefault(key, []).append(r)
+        sel = [r for rs in convs.values() for r in rs]
         spilling = [r for r in sel if r.get("spill_stores", 0) > 0]
+        default = sum(rs[0].get("spill_stores", 0) > 0 for rs in convs.values())
+        every = sum(all(r.get("spill_stores", 0) > 0 or "error" in r for r in rs) for rs in convs.values())
         most = max((r["spill_stores"] for r in spilling), default=0)
         errors = sum("error" in r for r in sel)
-        lines.append(f"| {folder} | {len(convs)} | {len(sel)} | {len(spilling)} | {most} | {errors} |")
+        lines.append(
+            f"| {folder} | {len(convs)} | {len(sel)} | {len(spilling)} | {default} | {every} | {most} | {errors} |"
+        )
     lines += ["", "| task | input | weight | epilogue | configuration | split | registers | spill stores / loads |",
               "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
@@ -282,7 +294,8 @@ def static(folders: list[Path], out: Path, precision: str, config: dict[str, Any
                 rows += found
                 spill = [r for r in found if r.get("spill_stores", 0) > 0]
                 print(f"{task}: {len(found)} candidates, {len(spill)} spilling", flush=True)
-    (out / "bench_static.md").write_text(static_markdown(rows, precision))
+    label = precision + (f", {json.dumps(config)}" if config else "")
+    (out / "bench_static.md").write_text(static_markdown(rows, label))
     print(f"table: {out / 'bench_static.md'}")
     return 0
 
