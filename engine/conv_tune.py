@@ -11,7 +11,8 @@ under the GPU's name and Triton's version), so a later capture of the same convo
   per element), one tap per step with the channels padded to 16, and the fp32 rank-1 form (``DIRECT``);
   for one group whose channels are not a multiple of 16, the channels zero-padded to one (``PAD_C``: in
   the channels-last copy and the packed weight), so every operand load is a 16-byte vector; and, where the
-  default finishes its tile in column slices (:func:`.conv.epilogue_split`), the default finishing it whole.
+  default finishes its tile in column slices (:func:`.conv.epilogue_split`), the default finishing it whole;
+  with a step over the output channels (whole tiles), smaller tiles a thread.
   Each computes the same convolution (the tests check every one against PyTorch).
 - Timing: each candidate runs once first (its compile, on the CPU), then all are timed in one turn that
   holds a shared GPU alone (:func:`.gpu_share.tuning`), with Triton's ``do_bench``. A candidate that fails
@@ -57,8 +58,14 @@ def enabled(x: torch.Tensor | str) -> bool:
     return (x.device.type if isinstance(x, torch.Tensor) else torch.device(x).type) == "cuda"
 
 
-def candidates(base: dict[str, Any], in_per_group: int, transposed: bool, groups: int = 1) -> list[dict[str, Any]]:
-    """Launch configurations to time, ``base`` (:func:`.conv.launch_config`'s) first, each distinct."""
+def candidates(
+    base: dict[str, Any], in_per_group: int, transposed: bool, groups: int = 1, channel_step: bool = False
+) -> list[dict[str, Any]]:
+    """Launch configurations to time, ``base`` (:func:`.conv.launch_config`'s) first, each distinct.
+
+    ``channel_step``: the epilogue has a step over the output channels, which takes the whole tile at once
+    (no column slices): also tiles of fewer positions a thread, which leave its registers room.
+    """
     out = [dict(base)]
 
     def add(**change: Any) -> None:
@@ -76,13 +83,16 @@ def candidates(base: dict[str, Any], in_per_group: int, transposed: bool, groups
         add(FLAT_K=False, BLOCK_K=PAD_TO, PAD_C=padded, BLOCK_M=64)
     from .conv import epilogue_split
 
-    if epilogue_split(base) > 1:  # the default's tile finished whole, as before the slices (timed against them)
+    if epilogue_split(base) > 1 and not channel_step:  # the default's tile finished whole (timed against slices)
         add(EPI_SPLIT=1)
     add(BLOCK_M=64)
     add(num_warps=8)
     if base["BLOCK_N"] >= 64:
         add(BLOCK_M=256, num_warps=8)
     add(num_stages=4)
+    if channel_step:  # 128 channels: 64 positions over eight warps (32 values a thread), 32 over four
+        add(BLOCK_M=64, num_warps=8)
+        add(BLOCK_M=32)
     return out
 
 
@@ -189,7 +199,8 @@ def tuned(
     memory for the copies, say) leaves ``base``. ``timer``: see :func:`choose`.
     """
     chosen = base
-    configs = candidates(base, in_per_group, transposed=bool(geometry[4]), groups=int(geometry[3]))
+    channel_step = any(step[0] == "channels" for step in epilogue or [])
+    configs = candidates(base, in_per_group, bool(geometry[4]), int(geometry[3]), channel_step)
     if len(configs) > 1:
         try:
             cache_key = key(x, weight, bias is not None, geometry, precision, epilogue, list(vectors), reduce)

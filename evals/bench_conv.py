@@ -216,7 +216,8 @@ def static_rows(
         seen.add(key)
         base = conv_module.launch_config(c_g, out_g, math.prod(weight.shape[2:]))
         depthwise = c_g == 1 and not transposed
-        for cand in [base] if depthwise else conv_tune.candidates(base, c_g, transposed, groups):
+        channel_step = any(step[0] == "channels" for step in desc["epilogue"])
+        for cand in [base] if depthwise else conv_tune.candidates(base, c_g, transposed, groups, channel_step):
             row = {**desc, "config": {**cand, **(config or {})}}
             try:
                 with _launches_recorded() as launches:
