@@ -288,50 +288,12 @@ def ks_conv_fwd(
                     b = tl.load(b_at, mask=oc_ok[:, None] & k_ok[None, :], other=0.0)
                 acc += tl.dot(a, tl.trans(b), input_precision=PRECISION)
 
-    _finish_split(
+    _finish(
         acc, oc, g, pid_m, n, od, oh, ow, pos_ok, Bias, Out, Stats,
         N, OC, QD, QH, QW, son, soc, sod, soh, sow, INV_COUNT, SC, per_sample,
         HAS_BIAS, ACTIVATION, CONTIG_OUT, REDUCE, STATS, CHANNELS, CHANNELS_FIRST, POOL, PKD, PKH, PKW, BLOCK_M,
         EPI_SPLIT,
     )  # fmt: skip
-
-
-@triton.jit
-def _finish_split(
-    acc, oc, g, pid_m, n, od, oh, ow, pos_ok, Bias, Out, Stats,
-    N, OC, QD, QH, QW, son, soc, sod, soh, sow, INV_COUNT, SC, per_sample,
-    HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr, CONTIG_OUT: tl.constexpr, REDUCE: tl.constexpr,
-    STATS: tl.constexpr, CHANNELS: tl.constexpr, CHANNELS_FIRST: tl.constexpr,
-    POOL: tl.constexpr, PKD: tl.constexpr, PKH: tl.constexpr, PKW: tl.constexpr, BLOCK_M: tl.constexpr,
-    SPLIT: tl.constexpr,
-):  # fmt: skip
-    """:func:`_finish` on ``SPLIT`` column slices of the tile in turn (1, 2, 4, ...; not with a channel step).
-
-    The epilogue's temporaries and the store's addresses then live for one slice at a time
-    (:func:`epilogue_split`).
-    """
-    if SPLIT == 1:
-        _finish(
-            acc, oc, g, pid_m, n, od, oh, ow, pos_ok, Bias, Out, Stats,
-            N, OC, QD, QH, QW, son, soc, sod, soh, sow, INV_COUNT, SC, per_sample,
-            HAS_BIAS, ACTIVATION, CONTIG_OUT, REDUCE, STATS, CHANNELS, CHANNELS_FIRST, POOL, PKD, PKH, PKW, BLOCK_M,
-        )  # fmt: skip
-    else:  # columns [0, half) and [half, 2 * half), each finished in SPLIT // 2 slices
-        half: tl.constexpr = acc.shape[1] // 2
-        left, right = tl.split(tl.permute(tl.reshape(acc, (acc.shape[0], 2, half)), (0, 2, 1)))
-        oc_left, oc_right = tl.split(tl.permute(tl.reshape(oc, (2, half)), (1, 0)))
-        _finish_split(
-            left, oc_left, g, pid_m, n, od, oh, ow, pos_ok, Bias, Out, Stats,
-            N, OC, QD, QH, QW, son, soc, sod, soh, sow, INV_COUNT, SC, per_sample,
-            HAS_BIAS, ACTIVATION, CONTIG_OUT, REDUCE, STATS, CHANNELS, CHANNELS_FIRST, POOL, PKD, PKH, PKW, BLOCK_M,
-            SPLIT // 2,
-        )  # fmt: skip
-        _finish_split(
-            right, oc_right, g, pid_m, n, od, oh, ow, pos_ok, Bias, Out, Stats,
-            N, OC, QD, QH, QW, son, soc, sod, soh, sow, INV_COUNT, SC, per_sample,
-            HAS_BIAS, ACTIVATION, CONTIG_OUT, REDUCE, STATS, CHANNELS, CHANNELS_FIRST, POOL, PKD, PKH, PKW, BLOCK_M,
-            SPLIT // 2,
-        )  # fmt: skip
 
 
 @triton.jit
@@ -341,12 +303,32 @@ def _finish(
     HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr, CONTIG_OUT: tl.constexpr, REDUCE: tl.constexpr,
     STATS: tl.constexpr, CHANNELS: tl.constexpr, CHANNELS_FIRST: tl.constexpr,
     POOL: tl.constexpr, PKD: tl.constexpr, PKH: tl.constexpr, PKW: tl.constexpr, BLOCK_M: tl.constexpr,
+    SPLIT: tl.constexpr,
 ):  # fmt: skip
     """The epilogue of :func:`ks_conv_fwd`'s tile ``acc`` (output channels ``oc`` of group ``g``), then its store.
 
     The bias, the activation, the generated element-wise steps (:func:`epilogue_kernel` writes them here),
     the channel step, the pooling, then the store, the spatial mean or the statistics (see the kernel).
+    ``SPLIT`` (1, 2, 4, ...; 1 with a channel step): on that many column slices of the tile in turn, so the
+    epilogue's temporaries and the store's addresses live for one slice at a time (:func:`epilogue_split`).
     """
+    if SPLIT > 1:  # columns [0, half) and [half, 2 * half), each finished in SPLIT // 2 slices
+        half: tl.constexpr = acc.shape[1] // 2
+        left, right = tl.split(tl.permute(tl.reshape(acc, (acc.shape[0], 2, half)), (0, 2, 1)))
+        oc_left, oc_right = tl.split(tl.permute(tl.reshape(oc, (2, half)), (1, 0)))
+        _finish(
+            left, oc_left, g, pid_m, n, od, oh, ow, pos_ok, Bias, Out, Stats,
+            N, OC, QD, QH, QW, son, soc, sod, soh, sow, INV_COUNT, SC, per_sample,
+            HAS_BIAS, ACTIVATION, CONTIG_OUT, REDUCE, STATS, CHANNELS, CHANNELS_FIRST, POOL, PKD, PKH, PKW, BLOCK_M,
+            SPLIT // 2,
+        )  # fmt: skip
+        _finish(
+            right, oc_right, g, pid_m, n, od, oh, ow, pos_ok, Bias, Out, Stats,
+            N, OC, QD, QH, QW, son, soc, sod, soh, sow, INV_COUNT, SC, per_sample,
+            HAS_BIAS, ACTIVATION, CONTIG_OUT, REDUCE, STATS, CHANNELS, CHANNELS_FIRST, POOL, PKD, PKH, PKW, BLOCK_M,
+            SPLIT // 2,
+        )  # fmt: skip
+        return
     oc_ok = oc < OC
     chan = (g * OC + oc)[None, :]  # the epilogue's per-channel operands are indexed by it
     chan_ok = oc_ok[None, :]
@@ -1084,7 +1066,7 @@ def _vector_line(operand: str, lines: list[str]) -> str:
 
 _EPILOGUE_KERNELS: dict[str, Any] = {}
 # copied into each generated kernel's module
-KERNEL_HELPERS = (_round_tf32, _first_tap, _split_index, _add_per_sample, _over_channels, _finish_split, _finish)
+KERNEL_HELPERS = (_round_tf32, _first_tap, _split_index, _add_per_sample, _over_channels, _finish)
 
 
 def epilogue_kernel(steps: list[list[Any]], n_vectors: int, base: Any = None) -> Any:
@@ -1122,7 +1104,7 @@ def epilogue_kernel(steps: list[list[Any]], n_vectors: int, base: Any = None) ->
         raise ValueError(f"a pooling or channel step is fused only into {ks_conv_fwd.fn.__name__}")
     helpers = {h.fn.__name__: undecorated(h.fn) for h in KERNEL_HELPERS}
     if base is ks_conv_fwd:  # the steps go into its tile's epilogue (_finish), the operands passed down to it
-        for fn in ("_finish", "_finish_split", name):
+        for fn in ("_finish", name):
             text = helpers[fn] if fn in helpers else src
             text = text.replace("Bias, Out, Stats,", f"Bias, Out, Stats, {extra}")
             if fn in helpers:
