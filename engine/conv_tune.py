@@ -12,7 +12,8 @@ under the GPU's name and Triton's version), so a later capture of the same convo
   for one group whose channels are not a multiple of 16, the channels zero-padded to one (``PAD_C``: in
   the channels-last copy and the packed weight), so every operand load is a 16-byte vector; and, where the
   default finishes its tile in column slices (:func:`.conv.epilogue_split`), the default finishing it whole;
-  with a step over the output channels (whole tiles), smaller tiles a thread.
+  for groups of a multiple of 64 channels, slices of 64 channels per step; with a step over the output
+  channels (whole tiles), smaller tiles a thread.
   Each computes the same convolution (the tests check every one against PyTorch).
 - Timing: each candidate runs once first (its compile, on the CPU), then all are timed in one turn that
   holds a shared GPU alone (:func:`.gpu_share.tuning`), with Triton's ``do_bench``. A candidate that fails
@@ -85,6 +86,8 @@ def candidates(
 
     if epilogue_split(base) > 1 and not channel_step:  # the default's tile finished whole (timed against slices)
         add(EPI_SPLIT=1)
+    if not base.get("FLAT_K") and in_per_group % 64 == 0 and base["BLOCK_K"] < 64:  # half the steps, each twice as deep
+        add(BLOCK_K=64)
     add(BLOCK_M=64)
     add(num_warps=8)
     if base["BLOCK_N"] >= 64:

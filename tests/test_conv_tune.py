@@ -59,10 +59,13 @@ def test_the_candidates_start_with_the_default_and_differ():
     assert got[0] == few and len(got) == len({json.dumps(c, sort_keys=True) for c in got}) >= 5
     assert {"FLAT_K": False, "BLOCK_K": 16}.items() <= got[1].items() and any(c.get("DIRECT") for c in got)
     many = launch_config(64, 64, 9)
-    assert not any(c.get("DIRECT") or c["BLOCK_K"] != many["BLOCK_K"] for c in conv_tune.candidates(many, 64, False))
+    assert not any(c.get("DIRECT") or c["BLOCK_K"] not in (many["BLOCK_K"], 64)
+                   for c in conv_tune.candidates(many, 64, False))  # fmt: skip
     assert not any(c.get("DIRECT") for c in conv_tune.candidates(few, 3, True))  # transposed: no flat family
     wide = launch_config(64, 128, 9)  # the default tile is finished in slices: also timed whole
     assert {"EPI_SPLIT": 1}.items() <= conv_tune.candidates(wide, 64, False)[1].items()
+    assert {"BLOCK_K": 64}.items() <= conv_tune.candidates(wide, 64, False)[2].items()  # 64 channels a step
+    assert not any(c["BLOCK_K"] == 64 for c in conv_tune.candidates(launch_config(96, 128, 9), 96, False))
     stepped = conv_tune.candidates(wide, 64, False, channel_step=True)  # whole tiles anyway; smaller ones a thread
     assert stepped[:-2] == [c for c in conv_tune.candidates(wide, 64, False) if "EPI_SPLIT" not in c]
     assert [(c["BLOCK_M"], c["num_warps"]) for c in stepped[-2:]] == [(64, 8), (32, 4)]
