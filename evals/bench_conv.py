@@ -3,6 +3,7 @@
     python -m kernelskill.evals.bench_conv [--tasks DIR ...] [--out DIR] [--precision tf32r]
     python -m kernelskill.evals.bench_conv --tasks DIR --fusions   # what each convolution fuses (CPU)
     python -m kernelskill.evals.bench_conv --tasks DIR --whole --out DIR   # whole tasks, epilogues fused
+    python -m kernelskill.evals.bench_conv --tasks DIR --static --out DIR  # registers and spills (CPU, sm_90)
 
 Every task file of the folders (default: the bundled suite's levels) is traced on the meta device
 (no memory, no compute), and each distinct convolution its reference calls (``torch.conv{1,2,3}d``,
@@ -30,6 +31,11 @@ while every timing of record holds the GPU alone. The table is written from ever
 Each row records the tuned launch configuration of the task's last convolution (``config``); with
 ``--profile``, also each program's longest kernels over five calls (``kernels``: name, ms and launches per
 call; ``torch.profiler``, holding the GPU alone), printed as the row is measured.
+
+``--static`` needs no GPU (:func:`static_rows`): every launch configuration the tuning would time for
+each convolution of each task's rewritten forward, compiled for sm_90 as launched, with ptxas's registers
+per thread and bytes spilled to local memory (``bench_static.jsonl``, ``bench_static.md``); ``--config``
+is merged into each (``'{"EPI_SPLIT": 1}'``: every tile finished whole). It is redone whole on each run.
 """
 
 from __future__ import annotations
