@@ -1104,14 +1104,9 @@ def epilogue_kernel(steps: list[list[Any]], n_vectors: int, base: Any = None) ->
         raise ValueError(f"a pooling or channel step is fused only into {ks_conv_fwd.fn.__name__}")
     helpers = {h.fn.__name__: undecorated(h.fn) for h in KERNEL_HELPERS}
     if base is ks_conv_fwd:  # the steps go into its tile's epilogue (_finish), the operands passed down to it
-        for fn in ("_finish", name):
-            text = helpers[fn] if fn in helpers else src
-            text = text.replace("Bias, Out, Stats,", f"Bias, Out, Stats, {extra}")
-            if fn in helpers:
-                helpers[fn] = text
-            else:
-                src = text
-        helpers["_finish"] = _with_steps(helpers["_finish"], parts)
+        passed = ("Bias, Out, Stats,", f"Bias, Out, Stats, {extra}")  # _finish's parameters and every call of it
+        src = src.replace(*passed)
+        helpers["_finish"] = _with_steps(helpers["_finish"].replace(*passed), parts)
     else:
         src = _with_steps(src, parts)
     helpers_src = "".join(f"@triton.jit\n{text}\n\n" for text in helpers.values())

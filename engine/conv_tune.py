@@ -60,13 +60,19 @@ def enabled(x: torch.Tensor | str) -> bool:
 
 
 def candidates(
-    base: dict[str, Any], in_per_group: int, transposed: bool, groups: int = 1, channel_step: bool = False
+    base: dict[str, Any],
+    in_per_group: int,
+    transposed: bool,
+    groups: int = 1,
+    epilogue: list[list[Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Launch configurations to time, ``base`` (:func:`.conv.launch_config`'s) first, each distinct.
 
-    ``channel_step``: the epilogue has a step over the output channels, which takes the whole tile at once
-    (no column slices): also tiles of fewer positions a thread, which leave its registers room.
+    ``epilogue``: the fused steps (:func:`.conv.conv`'s). With a step over the output channels, which takes
+    the whole tile at once (no column slices), also tiles of fewer positions a thread, which leave its
+    registers room.
     """
+    channel_step = any(step[0] == "channels" for step in epilogue or [])
     out = [dict(base)]
 
     def add(**change: Any) -> None:
@@ -202,8 +208,7 @@ def tuned(
     memory for the copies, say) leaves ``base``. ``timer``: see :func:`choose`.
     """
     chosen = base
-    channel_step = any(step[0] == "channels" for step in epilogue or [])
-    configs = candidates(base, in_per_group, bool(geometry[4]), int(geometry[3]), channel_step)
+    configs = candidates(base, in_per_group, bool(geometry[4]), int(geometry[3]), epilogue)
     if len(configs) > 1:
         try:
             cache_key = key(x, weight, bias is not None, geometry, precision, epilogue, list(vectors), reduce)

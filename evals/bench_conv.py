@@ -222,8 +222,7 @@ def static_rows(
         seen.add(key)
         base = conv_module.launch_config(c_g, out_g, math.prod(weight.shape[2:]))
         depthwise = c_g == 1 and not transposed
-        channel_step = any(step[0] == "channels" for step in desc["epilogue"])
-        for cand in [base] if depthwise else conv_tune.candidates(base, c_g, transposed, groups, channel_step):
+        for cand in [base] if depthwise else conv_tune.candidates(base, c_g, transposed, groups, desc["epilogue"]):
             row = {**desc, "config": {**cand, **(config or {})}}
             try:
                 with _launches_recorded() as launches:

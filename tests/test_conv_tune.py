@@ -66,7 +66,7 @@ def test_the_candidates_start_with_the_default_and_differ():
     assert {"EPI_SPLIT": 1}.items() <= conv_tune.candidates(wide, 64, False)[1].items()
     assert {"BLOCK_K": 64}.items() <= conv_tune.candidates(wide, 64, False)[2].items()  # 64 channels a step
     assert not any(c["BLOCK_K"] == 64 for c in conv_tune.candidates(launch_config(96, 128, 9), 96, False))
-    stepped = conv_tune.candidates(wide, 64, False, channel_step=True)  # whole tiles anyway; smaller ones a thread
+    stepped = conv_tune.candidates(wide, 64, False, epilogue=[["relu"], ["channels", "softmax"]])  # whole tiles
     assert stepped[:-2] == [c for c in conv_tune.candidates(wide, 64, False) if "EPI_SPLIT" not in c]
     assert [(c["BLOCK_M"], c["num_warps"]) for c in stepped[-2:]] == [(64, 8), (32, 4)]
 
