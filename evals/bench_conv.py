@@ -4,6 +4,7 @@
     python -m kernelskill.evals.bench_conv --tasks DIR --fusions   # what each convolution fuses (CPU)
     python -m kernelskill.evals.bench_conv --tasks DIR --whole --out DIR   # whole tasks, epilogues fused
     python -m kernelskill.evals.bench_conv --tasks DIR --static --out DIR  # registers and spills (CPU, sm_90)
+    python -m kernelskill.evals.bench_conv --tuning --out DIR   # what the per-shape tuning timed (its cache)
 
 Every task file of the folders (default: the bundled suite's levels) is traced on the meta device
 (no memory, no compute), and each distinct convolution its reference calls (``torch.conv{1,2,3}d``,
@@ -36,6 +37,10 @@ call; ``torch.profiler``, holding the GPU alone), printed as the row is measured
 each convolution of each task's rewritten forward, compiled for sm_90 as launched, with ptxas's registers
 per thread and bytes spilled to local memory (``bench_static.jsonl``, ``bench_static.md``); ``--config``
 is merged into each (``'{"EPI_SPLIT": 1}'``: every tile finished whole). It is redone whole on each run.
+
+``--tuning`` needs no GPU either: it writes ``tuning.md`` from this machine's tuning cache (the
+``conv_configs`` entries under ``KERNELSKILL_CACHE_DIR``): per convolution tuned, every candidate's time as
+a multiple of the fastest's, the default marked.
 """
 
 from __future__ import annotations
@@ -279,6 +284,52 @@ def static_markdown(rows: list[dict[str, Any]], precision: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def short_config(cfg: dict[str, Any]) -> str:
+    """A launch configuration in a few characters: ``m128 n64 k32 w4 s3``, then its forms and flags."""
+    sizes = (("m", "BLOCK_M"), ("n", "BLOCK_N"), ("k", "BLOCK_K"), ("w", "num_warps"), ("s", "num_stages"))
+    text = " ".join(f"{short}{cfg.get(name)}" for short, name in sizes)
+    forms = [name for name in ("FLAT_K", "DIRECT") if cfg.get(name)]
+    flags = [f"{name}={cfg[name]}" for name in ("PAD_C", "EPI_SPLIT") if name in cfg]
+    return " ".join([text, *forms, *flags])
+
+
+def tuning_markdown(entries: dict[str, Any]) -> str:
+    """``--tuning``'s table: every convolution the per-shape tuning timed (the ``conv_configs`` cache).
+
+    Each candidate's milliseconds as a multiple of the fastest's, the default (the first one timed) marked.
+    """
+    lines = [
+        "What the per-shape tuning of our convolution kernel timed (`engine/conv_tune.py`; the cache's "
+        "`conv_configs`): each candidate's time as a multiple of the fastest's, the default marked *",
+        "",
+        "| GPU, Triton | input (stride) | weight | products | fused | fastest, ms | default "
+        "| candidates, fastest first |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for key, entry in entries.items():
+        try:
+            gpu, triton_version, shape, stride, _dtype, weight, _bias, _geometry, precision, epilogue = json.loads(key)[
+                :10
+            ]
+            timed = {k: float(v) for k, v in entry["timed"].items()}
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue  # an entry of another layout: not this table's
+        if not timed:
+            continue
+        best = min(timed.values())
+        default = next(iter(timed))  # the base configuration is timed first
+        ranked = sorted(timed.items(), key=lambda kv: kv[1])
+        cells = "; ".join(
+            f"{'*' if c == default else ''}{short_config(json.loads(c))} {ms / best:.2f}" for c, ms in ranked
+        )
+        fused = " / ".join(step[0] for step in epilogue) or "-"
+        lines.append(
+            f"| {gpu}, {triton_version} | {shape} ({stride}) | {weight} | {precision} "
+            f"| {fused} | {best:.3f} | {timed[default] / best:.2f} | {cells} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def static(folders: list[Path], out: Path, precision: str, config: dict[str, Any]) -> int:
     """``--static``: :func:`static_rows` for each task of ``folders`` with a convolution; jsonl and table in ``out``."""
     out.mkdir(parents=True, exist_ok=True)
@@ -466,7 +517,7 @@ def measure_task(task_path: Path, precision: str, profile: bool = False) -> dict
     from kernelskill.runner.worker import compile_default
 
     task = load_task_module(str(task_path), cpu=False, name="bench_conv_whole_task")
-    conv_tune.forget_last()  # a task whose convolutions are not tuned records no earlier task's choice
+    conv_tune.start_task()  # no earlier task's choice recorded, and a whole tuning budget, as a process of its own
     forms: list[str] = []
 
     def backend(gm: Any, example_inputs: Any) -> Any:
@@ -669,6 +720,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--static", action="store_true",
                     help="compile each convolution's tuning candidates for sm_90 and report registers and spills "
                     "(no GPU needed)")  # fmt: skip
+    ap.add_argument("--tuning", action="store_true",
+                    help="write what the per-shape tuning timed, from this cache (no GPU needed)")  # fmt: skip
     ap.add_argument("--shard", default="0/1", help="with --whole: K/N, every N-th task from the K-th (0-based)")
     ap.add_argument("--profile", action="store_true",
                     help="with --whole: also each program's longest kernels (torch.profiler, five calls)")  # fmt: skip
@@ -689,6 +742,14 @@ def main(argv: list[str] | None = None) -> int:
                     lines = [f"not traced: {type(e).__name__}: {str(e)[:160]}"]
                 for line in lines:
                     print(f"{folder.name}/{path.name}: {line}", flush=True)
+        return 0
+    if args.tuning:
+        from kernelskill.runner import cache
+
+        args.out.mkdir(parents=True, exist_ok=True)
+        text = tuning_markdown(cache.load(conv_tune.CACHE))
+        (args.out / "tuning.md").write_text(text)
+        print(text, end="")
         return 0
     if args.static:
         return static(folders, args.out, args.precision, json.loads(args.config))

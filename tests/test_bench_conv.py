@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
@@ -328,3 +329,32 @@ def test_a_launch_is_compiled_with_the_launchers_specialization(tmp_path):
     out = subprocess.run([sys.executable, str(tmp_path / "rows.py")], capture_output=True, text=True, timeout=300,
                          env=env)  # fmt: skip
     assert out.stdout.split("\n")[:2] == ["16 True 0", "17 False 0"], out.stdout + out.stderr[-3000:]
+
+
+def test_the_tuning_records_table_ranks_each_candidate_against_the_fastest(tmp_path, monkeypatch):
+    from kernelskill.evals import bench_conv
+    from kernelskill.runner import cache
+
+    monkeypatch.setenv("KERNELSKILL_CACHE_DIR", str(tmp_path / "cache"))
+    base = {
+        "BLOCK_M": 128,
+        "BLOCK_N": 64,
+        "BLOCK_K": 32,
+        "FLAT_K": False,
+        "DIRECT": True,
+        "num_warps": 4,
+        "num_stages": 3,
+    }
+    padded = {**base, "DIRECT": False, "BLOCK_K": 16, "PAD_C": 16}
+    key = json.dumps(["NVIDIA H200", "3.6.0", [8, 3, 32, 32], [3072, 1024, 32, 1], "torch.float32", [64, 3, 3, 3],
+                      True, [1, 1, 1, 1, False, 0, None], "tf32r", [["relu"]], [], ""])  # fmt: skip
+    cache.put(
+        "conv_configs", key, {"config": padded, "ms": 0.5, "timed": {json.dumps(base): 2.0, json.dumps(padded): 0.5}}
+    )
+    cache.put("conv_configs", "not a key of this layout", {"config": base})
+    assert bench_conv.main(["--tuning", "--out", str(tmp_path / "out")]) == 0
+    table = (tmp_path / "out" / "tuning.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| NVIDIA")]
+    assert len(rows) == 1
+    assert "| tf32r | relu | 0.500 | 4.00 |" in rows[0]  # the default took four times the fastest's time
+    assert "m128 n64 k16 w4 s3 PAD_C=16 1.00; *m128 n64 k32 w4 s3 DIRECT 4.00" in rows[0]

@@ -48,12 +48,24 @@ def _inputs(case, transposed, seed=0):
     return x, w, b
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_forward_equals_pytorch(name):
+# Few channels a group: the default (DIRECT), and, asked for, the flattened (tap, channel) reduction and one tap a step
+FEW_CHANNEL_FORMS = {"default": None, "flat-k": {"DIRECT": False, "FLAT_K": True}, "one-tap": {"DIRECT": False}}
+
+
+FORMS = [(name, "default") for name in sorted(CASES)] + [
+    (name, form)
+    for name, case in sorted(CASES.items())
+    if 1 < case[1] // case[7] < 16
+    for form in ("flat-k", "one-tap")
+]
+
+
+@pytest.mark.parametrize(("name", "form"), FORMS)
+def test_forward_equals_pytorch(name, form):
     dims, _, _, _, s, p, d, g, _ = CASES[name]
     x, w, b = _inputs(CASES[name], transposed=False)
     want = FORWARD[dims](x.double(), w.double(), b.double(), s, p, d, g)
-    got = conv(x, w, b, s, p, d, g)
+    got = conv(x, w, b, s, p, d, g, config=FEW_CHANNEL_FORMS[form])
     assert got.shape == want.shape and got.dtype == torch.float32 and got.is_contiguous()
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
 
@@ -106,7 +118,7 @@ def test_fused_bias_and_relu_epilogue_and_a_channels_last_input():
 def test_fp16_inputs_multiply_in_fp16_and_accumulate_in_fp32():
     x, w, b = _inputs(CASES["2d-grouped"], transposed=False, seed=4)
     want = F.conv2d(x.double(), w.double(), b.double(), padding=1, groups=4)
-    got = conv(x.half(), w.half(), b.half(), padding=1, groups=4)
+    got = conv(x.half(), w.half(), b.half(), padding=1, groups=4, config={"DIRECT": False})  # tl.dot, not DIRECT
     assert got.dtype == torch.float16
     torch.testing.assert_close(got.double(), want, rtol=2e-2, atol=2e-2)
 
@@ -121,7 +133,7 @@ def test_tf32_rounding_matches_rounding_the_operands_first():
     """``tf32r`` rounds both operands to TF32 (to nearest) before the products: the same as rounding them outside."""
     x, w, b = _inputs(CASES["2d-strided"], transposed=False, seed=5)
     want = F.conv2d(_to_tf32(x).double(), _to_tf32(w).double(), b.double(), stride=2)
-    got = conv(x, w, b, stride=2, precision="tf32r")
+    got = conv(x, w, b, stride=2, precision="tf32r", config={"DIRECT": False})  # DIRECT (the default here) is exact
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
     exact = F.conv2d(x.double(), w.double(), b.double(), stride=2)
     assert (got.double() - exact).abs().max() > 1e-6  # the rounding really happened
@@ -283,10 +295,10 @@ def test_the_op_traces_into_a_triton_kernel_node():
     code, output = aot_traced_code(
         """
         from kernelskill.engine.reformulate import conv_kernel_forms
-        model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU()).eval()
+        model = torch.nn.Sequential(torch.nn.Conv2d(16, 8, 3, padding=1), torch.nn.ReLU()).eval()
         """,
         'conv_kernel_forms(gm, "tf32r")',
-        "torch.compile(model, backend=backend, fullgraph=True)(torch.randn(2, 3, 8, 8))",
+        "torch.compile(model, backend=backend, fullgraph=True)(torch.randn(2, 16, 8, 8))",
     )
     assert "triton_kernel_wrapper" in code, output
     assert "'ROUND_TF32': True" in code and "'PRECISION': 'tf32'" in code
@@ -301,7 +313,7 @@ def test_a_channel_padded_configuration_traces_with_its_padding():
         from kernelskill.engine import conv as K
         from kernelskill.engine.reformulate import conv_kernel_forms
         base = K.launch_config
-        K.launch_config = lambda *a: {**base(*a), "PAD_C": 16, "FLAT_K": False, "BLOCK_K": 16}
+        K.launch_config = lambda *a: {**base(*a), "PAD_C": 16, "FLAT_K": False, "DIRECT": False, "BLOCK_K": 16}
         model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.Mish()).eval()
         """,
         'conv_kernel_forms(gm, "tf32r")',
@@ -465,7 +477,7 @@ def test_every_form_on_the_gpu():
     got = conv(x, w, b, padding=1, groups=4, epilogue=[["minimum", "E0"]], vectors=[torch.tensor(0.25)])
     want = torch.minimum(F.conv2d(x.double(), w.double(), b.double(), padding=1, groups=4), torch.tensor(0.25))
     torch.testing.assert_close(got.double(), want.to(got.device), rtol=1e-5, atol=1e-5)  # a 0-d operand left on the CPU
-    got = conv(x.half(), w.half(), b.half(), padding=1, groups=4)
+    got = conv(x.half(), w.half(), b.half(), padding=1, groups=4, config={"DIRECT": False})  # tl.dot, not DIRECT
     assert got.dtype == torch.float16
     want = F.conv2d(x.double(), w.double(), b.double(), padding=1, groups=4)
     torch.testing.assert_close(got.double(), want, rtol=2e-2, atol=2e-2)
@@ -890,7 +902,6 @@ class _Norms(torch.nn.Module):
 def test_a_graphs_normalization_takes_its_statistics_from_the_kernel():
     import copy
 
-
     torch.manual_seed(29)
     model = _Norms()  # training mode: batch statistics, running statistics updated
     twin = copy.deepcopy(model)
@@ -898,8 +909,7 @@ def test_a_graphs_normalization_takes_its_statistics_from_the_kernel():
     seen, _, got, want = _rewritten(model, *inputs, twin=twin)
     assert [w.partition("(ieee)")[2] for w in seen[0]] == [
         ", batch_norm's statistics summed in the kernel as it stores",
-        ", with hardswish fused before its store, group_norm's statistics summed in the kernel as it "
-        "stores",
+        ", with hardswish fused before its store, group_norm's statistics summed in the kernel as it stores",
         ", instance_norm's statistics summed in the kernel as it stores",
         ", with relu / max_pool2d 2x2 fused before its store, batch_norm's statistics summed in the kernel as it "
         "stores",
