@@ -445,9 +445,16 @@ def hold(alone: bool, label: str = "", need_bytes: float = 0.0) -> Iterator[None
 
 
 def out_of_memory(text: str) -> bool:
-    """A failure's text says the device ran out of memory (PyTorch's message or its exception's name)."""
+    """A failure's text says the device ran out of memory.
+
+    PyTorch's allocator (``OutOfMemoryError``), the CUDA runtime (``CUDA error: out of memory``,
+    ``cudaErrorMemoryAllocation``, raised as an ``AcceleratorError`` by a launch or a library's own
+    allocation) or cuBLAS / cuDNN (``..._STATUS_ALLOC_FAILED``).
+    """
     low = text.lower()
-    return "out of memory" in low or "outofmemoryerror" in low
+    return any(
+        s in low for s in ("out of memory", "outofmemoryerror", "cudaerrormemoryallocation", "status_alloc_failed")
+    )
 
 
 def waited() -> dict[str, float] | None:

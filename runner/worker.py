@@ -192,7 +192,7 @@ class Evaluation:
             return list(_to(list(self.task.get_inputs()), self.device))
 
     def reference(self, inputs: list[Any]) -> Any:
-        """The reference's output on a copy of ``inputs`` (raises :class:`TaskError` when it raises)."""
+        """The reference's output on a copy of ``inputs``: :class:`TaskError` when it raises, out of memory excepted."""
         import torch
 
         try:
@@ -204,7 +204,10 @@ class Evaluation:
         except torch.OutOfMemoryError:
             raise
         except Exception as e:
-            raise TaskError(f"the reference raised {type(e).__name__}: {str(e).strip()[:300]}") from e
+            text = f"{type(e).__name__}: {str(e).strip()}"
+            if gpu_share.out_of_memory(text):  # the runtime's or a library's allocation: handled as PyTorch's
+                raise torch.OutOfMemoryError(text[:500]) from e
+            raise TaskError(f"the reference raised {text[:300]}") from e
         return out
 
     def truth(self, inputs: list[Any]) -> Any:
@@ -418,8 +421,15 @@ def _reference_phase(ev: Evaluation) -> None:
         ev.reference_s = time.perf_counter() - t0
         if ev.use_cuda:
             ev.reference_bytes = max(0, torch.cuda.max_memory_allocated() - base)
-    except torch.OutOfMemoryError as e:
-        first = str(e).splitlines()[0][:200]
+    except TaskError:
+        raise
+    except Exception as e:
+        if not (isinstance(e, torch.OutOfMemoryError) or gpu_share.out_of_memory(f"{type(e).__name__}: {e}")):
+            raise TaskError(
+                f"the reference failed on its first inputs: {type(e).__name__}: {str(e).strip()[:300]}"
+            ) from e
+        # out of memory: PyTorch's allocator, or the CUDA runtime / a library's allocation (AcceleratorError)
+        first = str(e).strip().splitlines()[0][:200]
         if ev.use_cuda:
             ev.ref = None
             ev.need_bytes = gpu_share.need_after_oom(e)
@@ -431,10 +441,6 @@ def _reference_phase(ev: Evaluation) -> None:
                     f"{elsewhere / 2**30:.1f} GiB of it: {first}"
                 ) from e
         raise TaskError(f"the reference does not fit in memory on {ev.label} with its first inputs: {first}") from e
-    except TaskError:
-        raise
-    except Exception as e:
-        raise TaskError(f"the reference failed on its first inputs: {type(e).__name__}: {str(e).strip()[:300]}") from e
     for i, o in enumerate(flatten(out)):
         if isinstance(o, torch.Tensor) and o.is_floating_point() and not bool(torch.isfinite(o).all()):
             what = "NaN" if bool(torch.isnan(o).any()) else "inf"

@@ -525,6 +525,49 @@ def test_memory_held_elsewhere_and_what_an_out_of_memory_needed(monkeypatch):
     assert gpu_share.need_after_oom("CUDA driver error: out of memory") == 2 << 30
 
 
+def test_an_out_of_memory_is_recognised_from_the_runtime_and_the_libraries_too():
+    """A launch or a library that cannot allocate raises no OutOfMemoryError (an AcceleratorError, a RuntimeError):
+    on a shared GPU such a reference failure is the other processes' memory, not an unusable task."""
+    for text in (
+        "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        "AcceleratorError: CUDA error: out of memory\nSearch for `cudaErrorMemoryAllocation' in ...",
+        "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        "RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+    ):
+        assert gpu_share.out_of_memory(text), text
+    for text in ("RuntimeError: shape '[2, 3]' is invalid", "AcceleratorError: CUDA error: an illegal memory access"):
+        assert not gpu_share.out_of_memory(text), text
+
+
+def test_a_reference_the_runtime_cannot_allocate_for_is_reported_as_out_of_memory(tmp_path):
+    from kernelskill.runner.sandbox import probe_task
+
+    task = tmp_path / "runtime_oom.py"
+    task.write_text(RUNTIME_OOM_TASK)
+    probe = probe_task(task, tmp_path / "probe", device="cpu")
+    # on the CPU no other process holds the memory: the task's own size (on a shared GPU: a harness error)
+    assert probe["status"] == "invalid_task" and "does not fit in memory" in probe["error_digest"], probe
+
+
+RUNTIME_OOM_TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        raise RuntimeError("CUDA error: out of memory")
+
+
+def get_inputs():
+    return [torch.rand(4)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
 def test_a_run_alone_waits_for_room_and_logs_the_wait(monkeypatch, tmp_path):
     import torch
 
