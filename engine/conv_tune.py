@@ -25,9 +25,9 @@ under the GPU's name and Triton's version), so a later capture of the same convo
   shapes and strides, outside the tracing modes.
 - Not on the CPU (Triton's interpreter times nothing meaningful), not with ``KERNELSKILL_CONV_TUNE=0``,
   not when an explicit ``config`` is given, and not once this process has spent its tuning budget
-  (``KERNELSKILL_CONV_TUNE_BUDGET``, 120 s: a network of many distinct convolutions tunes the first
-  ones) or its launch's deadline is less than two minutes away (``graph/deadline.py``). A choice read
-  from the cache costs nothing.
+  (``KERNELSKILL_CONV_TUNE_BUDGET``, 120 s of compiles and timings, waits for a shared GPU not counted: a
+  network of many distinct convolutions tunes the first ones) or its launch's deadline is less than two
+  minutes away (``graph/deadline.py``). A choice read from the cache costs nothing.
 """
 
 from __future__ import annotations
@@ -249,8 +249,14 @@ def _timed(
     run: Callable[[dict[str, Any], tuple[Any, ...]], Any],
     timer: Callable[[Callable[[], Any]], float] | None,
 ) -> dict[str, Any]:
-    """:func:`choose` over real tensors of the arguments' shapes, its time added to this process's budget."""
-    t0 = time.perf_counter()
+    """:func:`choose` over real tensors of the arguments' shapes, its time added to this process's budget.
+
+    The time spent waiting for a shared GPU is not counted: on a GPU shared by many workers, the waits
+    would spend the budget on the first convolutions.
+    """
+    from kernelskill.runner import gpu_share
+
+    t0, waits0 = time.perf_counter(), sum((gpu_share.waited() or {}).values())
     try:
         with outside_tracing():
             gen = torch.Generator(device=x.device).manual_seed(0)
@@ -262,7 +268,8 @@ def _timed(
             )
             return choose(cache_key, configs, lambda cfg: run(cfg, args), timer)
     finally:
-        _SPENT[0] += time.perf_counter() - t0
+        waits = sum((gpu_share.waited() or {}).values()) - waits0
+        _SPENT[0] += max(0.0, time.perf_counter() - t0 - waits)
 
 
 def _time_left() -> bool:

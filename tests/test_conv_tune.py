@@ -254,3 +254,25 @@ def test_each_task_starts_with_no_last_choice_and_its_whole_budget(monkeypatch):
     assert not conv_tune._time_left()
     conv_tune.start_task()
     assert conv_tune.last_choice() == {} and conv_tune._time_left()
+
+
+def test_waiting_for_a_shared_gpu_does_not_spend_the_tuning_budget(monkeypatch):
+    """The budget bounds this process's compiles and timings; on a GPU many workers share, the waits for it
+    would otherwise spend the budget on the first convolutions and leave the rest untuned."""
+    import time
+
+    from kernelskill.runner import gpu_share
+
+    monkeypatch.setattr(conv_tune, "_SPENT", [0.0])
+    waited = [0.0]
+    monkeypatch.setattr(gpu_share, "waited", lambda: {"shared": 0.0, "exclusive": waited[0]})
+
+    def timer(fn):  # each timing first waits 50 ms for its turn
+        time.sleep(0.05)
+        waited[0] += 0.05
+        return 1.0
+
+    x = torch.empty(2, 16, 6, 6)
+    conv_tune.tuned(x, torch.empty(32, 16, 3, 3), None, [], (1, 1, 1, 1, False, 0, None), "wait-test", None, None,
+                    launch_config(16, 32, 9), 16, lambda cfg, a: None, timer=timer)  # fmt: skip
+    assert waited[0] >= 0.2 and conv_tune._SPENT[0] < 0.1, (waited, conv_tune._SPENT)
