@@ -550,8 +550,8 @@ def launch_config(in_per_group: int, out_per_group: int, taps: int = 1, transpos
     ``DIRECT`` (exact fp32 rank-1 updates, the input as it is laid out): timed on an H200 over nine such
     convolutions (3 and 8 channels, 2-D and 3-D, ``tf32r`` and ``tf32x3`` products), it took 1.0-2.8x the
     fastest candidate's time, and the reduction over the flattened tap x channel index (``FLAT_K``, the
-    former default) 1.9-3.9x. ``BLOCK_K`` is still
-    set for ``FLAT_K`` (an explicit configuration) and for the one-tap-per-step candidates.
+    former default) 1.9-3.9x. ``BLOCK_K`` is still set for ``FLAT_K`` (an explicit configuration) and for
+    the one-tap-per-step candidates.
     """
     few = in_per_group < 16
     block_n = max(16, min(128, triton.next_power_of_2(out_per_group)))

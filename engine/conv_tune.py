@@ -15,7 +15,7 @@ under the GPU's name and Triton's version), so a later capture of the same convo
   (whole tiles), smaller tiles a thread. Each computes the same convolution (the tests check every one
   against PyTorch). Not among them, measured slower on an H200: the reduction over the flattened
   tap x channel index (``FLAT_K``; the slowest few-channel form on each of nine convolutions) and 64
-  channels a reduction step (1.1-2.1x the 32-channel step's time on three convolutions of 64 channels).
+  channels a reduction step (1.04-2.1x the 32-channel step's time, three convolutions of 64 channels).
 - Timing: each candidate runs once first (its compile, on the CPU), then all are timed in one turn that
   holds a shared GPU alone (:func:`.gpu_share.tuning`; inside a shared hold, the share is given up for
   the turn), with Triton's ``do_bench``, twice, in opposite orders, each candidate keeping its faster

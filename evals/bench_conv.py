@@ -308,9 +308,8 @@ def tuning_markdown(entries: dict[str, Any]) -> str:
     ]
     for key, entry in entries.items():
         try:
-            gpu, triton_version, shape, stride, _dtype, weight, _bias, _geometry, precision, epilogue = json.loads(key)[
-                :10
-            ]
+            fields = json.loads(key)
+            gpu, triton_version, shape, stride, _dtype, weight, _bias, _geometry, precision, epilogue = fields[:10]
             timed = {k: float(v) for k, v in entry["timed"].items()}
         except (ValueError, KeyError, TypeError, AttributeError):
             continue  # an entry of another layout: not this table's
