@@ -429,10 +429,14 @@ def test_an_element_wise_tail_is_fused_into_the_kernel():
 
 
 @pytest.mark.gpu
-def test_every_form_on_the_gpu():
+def test_every_form_on_the_gpu(monkeypatch):
     """The compiled kernels (not the interpreter): every forward and transposed case, ieee products against fp64,
     one fused epilogue, fused poolings and steps over the channels, fp16 inputs, and larger convolutions in
-    tf32r against fp64 of the TF32-rounded operands."""
+    tf32r against fp64 of the TF32-rounded operands. Each in its default configuration: the tuning (tested in
+    test_conv_tune.py) would compile a dozen candidates per shape."""
+    from kernelskill.engine import conv_tune
+
+    monkeypatch.setenv(conv_tune.ENV, "0")
     dev = "cuda"
     for name, case in CASES.items():
         dims, _, _, _, s, p, d, g, _ = case
