@@ -172,6 +172,26 @@ def report_cmd(
     console.print("written: " + ", ".join(map(str, written)), markup=False)
 
 
+@eval_app.command("policies")
+def policies_cmd(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Eval directories, the first the reference setting.")],
+    out: Annotated[Path | None, typer.Option("--out", help="Also write the table to this Markdown file.")] = None,
+) -> None:
+    """The same tasks under several policies side by side, each against baselines of its own policy."""
+    from kernelskill.evals.policies import policies_markdown
+    from kernelskill.evals.report import EvalDirError, build_summary
+
+    try:
+        text = policies_markdown([build_summary(d) for d in run_dirs])
+    except EvalDirError as e:
+        console.print(f"[red]{e}[/]")
+        raise typer.Exit(2) from None
+    console.print(text, markup=False)
+    if out is not None:
+        out.write_text(text)
+        console.print(f"written: {out}", markup=False)
+
+
 @eval_app.command("compare")
 def compare_cmd(
     run_a: Annotated[Path, typer.Argument(help="Eval directory A (the baseline).")],

@@ -253,3 +253,24 @@ def test_the_prompts_say_which_numerics_the_candidate_runs_under():
     assert "TF32 matmuls already allowed" in precision_text("tf32", gemm)
     assert "rejected" in precision_text("fp32", gemm) and "already allowed" not in precision_text("fp32", gemm)
     assert "already allowed" not in precision_text("fp32", CONV_REFERENCE)  # TF32 permitted, flags at defaults
+
+
+def test_runs_under_several_policies_side_by_side_each_against_its_own_baselines(tmp_path):
+    any_ = _eval_dir(tmp_path / "any", "fp32", "any", [("a", _timed(2.0, True)), ("b", _timed(8.0, False))])
+    custom = _eval_dir(tmp_path / "custom", "fp32", "custom", [("a", _timed(1.0, True)), ("b", _timed(4.0, False))])
+    tf32 = _eval_dir(tmp_path / "tf32", "tf32", "any", [("b", _timed(3.0, False))])
+    table = tmp_path / "policies.md"
+    out = runner.invoke(app, ["eval", "policies", str(any_), str(custom), str(tf32), "--out", str(table)])
+    assert out.exit_code == 0, out.output
+    text = table.read_text()
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| L1-")}
+    assert rows["L1-a"].endswith("| 2.000 / 1.000 / 0.500 (own kernels) | 1.000 / 0.500 / 0.250 (own kernels) | - |")
+    assert "| not scored (library) | 3.000 / 1.500 (library) |" in rows["L1-b"]  # custom scores own kernels only
+    runs = {line.split(" | ")[1]: line for line in text.splitlines() if line.startswith("| `")}
+    assert "| 2 of 2 | 1 | 2 |" in runs["fp32 + any"]
+    # the first run's figures over the tasks each other run scored: custom scored a; tf32 scored b
+    assert runs["fp32 + custom"].endswith("| 1.000 / 1.000 (n=1) |")
+    assert runs["tf32 + any"].endswith("| 4.000 / 4.000 (n=1) |")
+    assert "| - |" in runs["tf32 + any"]  # no TF32 context column under tf32
+    out = runner.invoke(app, ["eval", "policies", str(tmp_path / "nothing")])
+    assert out.exit_code == 2 and "not an eval directory" in out.output
