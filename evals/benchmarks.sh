@@ -14,6 +14,7 @@
 #   any    precision fp32, kernels any     -> suite-lN, kernelbench-lN
 #   custom precision fp32, kernels custom  -> suite-lN-custom, kernelbench-lN-custom
 #   tf32   precision tf32, kernels any     -> suite-l2-tf32, kernelbench-l2-tf32 (level 2 only)
+# and put a level's arms side by side (eval policies)  -> policies-suite-lN.md, policies-kernelbench-lN.md
 # EVAL_FLAGS is added to every eval; eager and torch.compile are timed in the same runs, each under its
 # eval's precision. Each eval directory's summary.md is the table.
 set -u
@@ -47,6 +48,12 @@ run_arms() {  # NAME ROUNDS EVAL-ARGS...: every arm of ARMS on one level
     "$KS" eval "$@" --engine offline --rounds "$rounds" --task-timeout "$TIMEOUT" --retry-timeouts \
       --gpus "$GPUS" --out "$BENCH/$name${spec%%|*}" ${spec#*|} ${EVAL_FLAGS:-} || exit $?
   done
+  local dirs=()  # the level's arms side by side, each against its own baselines
+  for A in $ARMS; do
+    spec=$(arm_flags "$A" "$level")
+    if [ -n "$spec" ] && [ -f "$BENCH/$name${spec%%|*}/eval.json" ]; then dirs+=("$BENCH/$name${spec%%|*}"); fi
+  done
+  if [ ${#dirs[@]} -gt 1 ]; then "$KS" eval policies "${dirs[@]}" > "$BENCH/policies-$name.md" || exit $?; fi
 }
 for L in $LEVELS; do
   run_arms "suite-l$L" 2 "$L" --level "$L"
@@ -63,4 +70,4 @@ if [ -n "${KB:-}" ]; then CONV_TASKS="$KB/level1 $KB/level2"; else CONV_TASKS=""
 "$PY" -m kernelskill.evals.bench_conv ${CONV_TASKS:+--tasks $CONV_TASKS} --static --config '{"EPI_SPLIT": 1}' \
     --out "$BENCH/bench-static-whole-tile" || exit $?
 "$PY" -m kernelskill.evals.bench_conv --tuning --out "$BENCH/conv-tuning" > /dev/null || exit $?
-echo "tables: $BENCH/*/summary.md, $BENCH/bench-conv/bench_conv.md, $BENCH/bench-whole/bench_whole.md, $BENCH/bench-static*/bench_static.md, $BENCH/conv-tuning/tuning.md"
+echo "tables: $BENCH/*/summary.md, $BENCH/policies-*.md, $BENCH/bench-conv/bench_conv.md, $BENCH/bench-whole/bench_whole.md, $BENCH/bench-static*/bench_static.md, $BENCH/conv-tuning/tuning.md"

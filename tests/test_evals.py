@@ -737,8 +737,16 @@ def test_the_benchmark_script_runs_every_policy_arm(tmp_path):
     # The script's commands, printed instead of run: a policy arm per level, tf32 on level 2 only.
     script = Path(__file__).parent.parent / "evals" / "benchmarks.sh"
     env = {**os.environ, "PY": "true", "KS": "echo", "LEVELS": "1 2", "KB": "/kb", "BENCH": "b"}
+    for arm in ("suite-l2", "suite-l2-tf32", "kernelbench-l1"):  # eval directories already there
+        (tmp_path / "b" / arm).mkdir(parents=True)
+        (tmp_path / "b" / arm / "eval.json").write_text("{}")
     out = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
+    # a level with two or more arms' directories gets them side by side
+    assert (tmp_path / "b" / "policies-suite-l2.md").read_text().split() == [
+        "eval", "policies", "b/suite-l2", "b/suite-l2-tf32"
+    ]  # fmt: skip
+    assert not (tmp_path / "b" / "policies-kernelbench-l1.md").exists()  # one arm: nothing to put beside it
     runs = {line.split("--out ")[1].split()[0]: line for line in out.stdout.splitlines() if "--out b/" in line}
     assert sorted(runs) == sorted(
         f"b/{suite}-l{lv}{arm}"
