@@ -138,12 +138,14 @@ def ks_conv_fwd(
     TD, TH, TW,  # transposed: step between the taps that reach one phase (S / gcd(S, Dil))
     INV_COUNT,  # REDUCE: 1 / output positions per sample
     Stats, SC,  # STATS: (2, N, SC) fp32 sums, zeroed; SC: output channels
+    Part, PART_ROWS, PART_COLS, PART_STRIDE,  # SPLIT_K: (SPLIT_K, groups x phases, rows, columns) fp32 partial tiles
     KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
     TRANSPOSED: tl.constexpr, FLAT_K: tl.constexpr, DIRECT: tl.constexpr, HAS_BIAS: tl.constexpr,
     ACTIVATION: tl.constexpr, PRECISION: tl.constexpr, CONTIG_OUT: tl.constexpr, REDUCE: tl.constexpr,
     STATS: tl.constexpr, CHANNELS: tl.constexpr, CHANNELS_FIRST: tl.constexpr, K_EXACT: tl.constexpr,
     POOL: tl.constexpr, PKD: tl.constexpr, PKH: tl.constexpr, PKW: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EPI_SPLIT: tl.constexpr,
+    SPLIT_K: tl.constexpr, PART: tl.constexpr,
 ):  # fmt: skip
     """One (output positions x output channels) tile of one group and, when transposed, one phase.
 
@@ -172,6 +174,10 @@ def ks_conv_fwd(
     reduced in registers and only the pooled tile is stored (``Out`` and its strides are the pooled
     output's; ``REDUCE`` then means over the pooled positions). Not with a transposed convolution of more
     than one phase (:func:`pool_fusable`).
+    ``SPLIT_K`` (split-K, for grids of fewer tiles than the GPU has multiprocessors): ``PART`` 1, the
+    reduction's steps are split in ``SPLIT_K`` contiguous ranges, one a program (grid axis 2), each
+    tile's partial sums stored whole into ``Part``; ``PART`` 2, a tile is the sum of its ``SPLIT_K``
+    partial tiles, then finished as usual (so every fused step sees the whole sum). ``PART`` 0: one pass.
     """
     pid = tl.program_id(0)
     pid_gp = tl.program_id(1)
@@ -225,7 +231,12 @@ def ks_conv_fwd(
         nkd, nkh, nkw = KD, KH, KW
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    if FLAT_K:  # k = tap * C + channel, sliced across taps
+    part_at = Part + (pid_gp.to(tl.int64) * PART_ROWS + pos[:, None]) * PART_COLS + oc[None, :]  # this tile's
+    if PART == 2:  # the partial tiles of the SPLIT_K ranges of the reduction, added up
+        for _ in range(SPLIT_K):
+            acc += tl.load(part_at)
+            part_at += PART_STRIDE
+    elif FLAT_K:  # k = tap * C + channel, sliced across taps
         d0 = od * SD - PD  # a row's first input position; tap k reads d0 + kd * DD, ...
         h0 = oh * SH - PH
         w0 = ow * SW - PW
@@ -250,7 +261,13 @@ def ks_conv_fwd(
             acc += tl.dot(a, tl.trans(b), input_precision=PRECISION)
     else:
         c_slices = C if DIRECT else tl.cdiv(C, BLOCK_K)
-        for it in range(0, nkd * nkh * nkw * c_slices):
+        it_lo = 0
+        it_hi = nkd * nkh * nkw * c_slices
+        if PART == 1:  # this program's range of the reduction's steps
+            chunk = tl.cdiv(it_hi, SPLIT_K)
+            it_lo = tl.program_id(2) * chunk
+            it_hi = tl.minimum(it_hi, it_lo + chunk)
+        for it in range(it_lo, it_hi):
             t = it // c_slices
             c0 = (it % c_slices) * BLOCK_K
             jd = t // (nkh * nkw)
@@ -288,12 +305,15 @@ def ks_conv_fwd(
                     b = tl.load(b_at, mask=oc_ok[:, None] & k_ok[None, :], other=0.0)
                 acc += tl.dot(a, tl.trans(b), input_precision=PRECISION)
 
-    _finish(
-        acc, oc, g, pid_m, n, od, oh, ow, pos_ok, Bias, Out, Stats,
-        N, OC, QD, QH, QW, son, soc, sod, soh, sow, INV_COUNT, SC, per_sample,
-        HAS_BIAS, ACTIVATION, CONTIG_OUT, REDUCE, STATS, CHANNELS, CHANNELS_FIRST, POOL, PKD, PKH, PKW, BLOCK_M,
-        EPI_SPLIT,
-    )  # fmt: skip
+    if PART == 1:
+        tl.store(part_at + tl.program_id(2).to(tl.int64) * PART_STRIDE, acc)
+    else:
+        _finish(
+            acc, oc, g, pid_m, n, od, oh, ow, pos_ok, Bias, Out, Stats,
+            N, OC, QD, QH, QW, son, soc, sod, soh, sow, INV_COUNT, SC, per_sample,
+            HAS_BIAS, ACTIVATION, CONTIG_OUT, REDUCE, STATS, CHANNELS, CHANNELS_FIRST, POOL, PKD, PKH, PKW, BLOCK_M,
+            EPI_SPLIT,
+        )  # fmt: skip
 
 
 @triton.jit
@@ -570,6 +590,20 @@ def launch_config(in_per_group: int, out_per_group: int, taps: int = 1, transpos
     }
 
 
+def grid_work(
+    positions: int, out_per_group: int, groups: int, phases: int, taps: int, in_per_group: int, cfg: dict[str, Any]
+) -> tuple[int, int]:
+    """About how many programs :func:`ks_conv_fwd` runs with ``cfg`` and how many main-loop steps each takes.
+
+    ``positions``: output positions (per phase, when transposed) over the batch; ``taps``: the kernel's
+    (a transposed convolution's spread over its ``phases``). What the tuning's split-K rule reads
+    (:func:`.conv_tune.split_counts`).
+    """
+    tiles = triton.cdiv(positions, cfg["BLOCK_M"]) * triton.cdiv(out_per_group, cfg["BLOCK_N"]) * groups * phases
+    per_step = 1 if cfg.get("DIRECT") else cfg["BLOCK_K"]
+    return tiles, max(1, taps // phases) * triton.cdiv(in_per_group, per_step)
+
+
 def epilogue_split(cfg: dict[str, Any]) -> int:
     """In how many column slices :func:`ks_conv_fwd` finishes a tile of launch configuration ``cfg`` (``EPI_SPLIT``).
 
@@ -708,6 +742,8 @@ def conv(
     sums = torch.zeros((2, n, out_c), dtype=torch.float32, device=x.device) if stats else out5
     k_taps = k[0] * k[1] * k[2]
     cfg = {**launch_config(c_g, out_g, k_taps, transposed), **(config or {})}
+    q = [triton.cdiv(space[i], s[i]) if transposed else space[i] for i in range(3)]
+    phases = s[0] * s[1] * s[2] if transposed else 1
     if config is None and not depthwise and conv_tune.enabled(x):  # the fastest of a few, per shape (conv_tune)
         geometry = (stride, padding, dilation, groups, transposed, output_padding, activation)
 
@@ -716,7 +752,8 @@ def conv(
             return conv(rx, rw, rb, stride, padding, dilation, groups, transposed, output_padding, precision,
                         activation, None, epilogue, rv, tuned, reduce)  # fmt: skip
 
-        cfg = conv_tune.tuned(x, weight, bias, vectors, geometry, precision, epilogue, reduce, cfg, c_g, run)
+        work = grid_work(n * math.prod(q), out_g, groups, phases, k_taps, c_g, cfg)
+        cfg = conv_tune.tuned(x, weight, bias, vectors, geometry, precision, epilogue, reduce, cfg, c_g, run, work=work)
     if channels is not None:  # every output channel in one tile
         cfg["BLOCK_N"] = max(cfg["BLOCK_N"], triton.next_power_of_2(out_g))
     direct = bool(cfg.get("DIRECT")) and not depthwise
@@ -746,8 +783,6 @@ def conv(
             num_warps=4,
         )  # fmt: skip
         return out5.reshape(n, out_g * groups, *space[3 - dims :])
-    q = [triton.cdiv(space[i], s[i]) if transposed else space[i] for i in range(3)]
-    phases = s[0] * s[1] * s[2] if transposed else 1
     steps = [s[i] // math.gcd(s[i], d[i]) for i in range(3)]
     contig = not transposed and not reduce and pool is None
     if contig and os.environ.get("KERNELSKILL_CONV_PAD_ROWS", "1") == "0":  # the former rule, for comparison
@@ -756,9 +791,12 @@ def conv(
         rows = n * triton.cdiv(math.prod(space), cfg["BLOCK_M"]) * cfg["BLOCK_M"]
     else:
         rows = n * q[0] * q[1] * q[2] if pool is None else n * math.prod(pooled) * math.prod(pk)
-    tiles = triton.cdiv(rows, cfg["BLOCK_M"]) * triton.cdiv(out_g, cfg["BLOCK_N"])
-    wrap_triton(kernel)[(tiles, groups * phases)](
-        x5, wp, bias if bias is not None else wp, out5, *flat,
+    tiles_m, tiles_n = triton.cdiv(rows, cfg["BLOCK_M"]), triton.cdiv(out_g, cfg["BLOCK_N"])
+    split = 1 if cfg["FLAT_K"] else max(1, int(cfg.get("SPLIT_K") or 1))
+    part_shape = (split, groups * phases, tiles_m * cfg["BLOCK_M"], tiles_n * cfg["BLOCK_N"])
+    part = torch.empty(part_shape, dtype=torch.float32, device=x.device) if split > 1 else out5
+    args = [
+        x5, wp, bias if bias is not None else wp, out5,
         n, c_k, *x5.shape[2:],
         *space, out_g,
         *q,
@@ -766,6 +804,9 @@ def conv(
         *steps,
         1.0 / math.prod(pooled),
         sums, out_c,
+        part, *part_shape[2:], part_shape[1] * part_shape[2] * part_shape[3],
+    ]  # fmt: skip
+    constexprs = dict(
         KD=k[0], KH=k[1], KW=k[2],
         TRANSPOSED=transposed, FLAT_K=cfg["FLAT_K"], DIRECT=direct, HAS_BIAS=bias is not None,
         ACTIVATION=ACTIVATIONS[activation],
@@ -776,8 +817,15 @@ def conv(
         POOL=POOLS[pool[1]] if pool else 0, PKD=pk[0], PKH=pk[1], PKW=pk[2],
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
         EPI_SPLIT=1 if channels is not None else int(cfg.get("EPI_SPLIT") or epilogue_split(cfg)),
+        SPLIT_K=split, PART=0,
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )  # fmt: skip
+    grid = (tiles_m * tiles_n, groups * phases)
+    if split > 1:  # the reduction's ranges in the plain kernel (nothing is fused into a partial tile), then the sums
+        plain = dict(HAS_BIAS=False, ACTIVATION=0, REDUCE=0, STATS=0, CHANNELS=0, CHANNELS_FIRST=0, EPI_SPLIT=1)
+        wrap_triton(ks_conv_fwd)[(*grid, split)](*args, **{**constexprs, **plain, "PART": 1})
+        constexprs["PART"] = 2
+    wrap_triton(kernel)[grid](*args[:4], *flat, *args[4:], **constexprs)
     if reduce:
         return out5.reshape(n, out_c).to(x.dtype)
     out = out5.reshape(n, out_c, *pooled[3 - dims :])

@@ -48,6 +48,9 @@ DEADLINE_RESERVE_S = 120.0  # no tuning with less than this left before the laun
 CACHE = "conv_configs"
 FEW_CHANNELS = 16  # launch_config reduces over the flattened (tap, channel) index below this
 PAD_TO = 16  # a PAD_C candidate pads a group's channels to a multiple of this
+SMS = 132  # multiprocessors of the GPU when it is not known (an H100 or H200 SXM)
+SPLIT_MAX = 16  # split-K: at most this many ranges of the reduction
+SPLIT_MIN_STEPS = 4  # and at least this many main-loop steps in each
 _MEMO: dict[str, dict[str, Any]] = {}
 _LAST: dict[str, Any] = {}  # the configuration :func:`tuned` returned last in this process
 _SPENT: list[float] = [0.0]  # seconds this process has spent tuning
@@ -68,12 +71,15 @@ def candidates(
     transposed: bool,
     groups: int = 1,
     epilogue: list[list[Any]] | None = None,
+    work: tuple[int, int] | None = None,
+    sms: int = SMS,
 ) -> list[dict[str, Any]]:
     """Launch configurations to time, ``base`` (:func:`.conv.launch_config`'s) first, each distinct.
 
     ``epilogue``: the fused steps (:func:`.conv.conv`'s). With a step over the output channels, which takes
     the whole tile at once (no column slices), also tiles of fewer positions a thread, which leave its
-    registers room.
+    registers room. ``work``: ``base``'s programs and main-loop steps (:func:`.conv.grid_work`); a grid of
+    fewer programs than the GPU's ``sms`` multiprocessors also gets split-K candidates (:func:`split_counts`).
     """
     channel_step = any(step[0] == "channels" for step in epilogue or [])
     out = [dict(base)]
@@ -103,7 +109,24 @@ def candidates(
     if channel_step:  # 128 channels: 64 positions over eight warps (32 values a thread), 32 over four
         add(BLOCK_M=64, num_warps=8)
         add(BLOCK_M=32)
+    for split in split_counts(*work, sms) if work else []:
+        add(SPLIT_K=split)
     return out
+
+
+def split_counts(programs: int, steps: int, sms: int = SMS) -> list[int]:
+    """The split-K factors worth timing for a grid of ``programs`` tiles of ``steps`` main-loop steps each.
+
+    None when the grid already fills the ``sms`` multiprocessors or the reduction is short. Otherwise the
+    smallest power of two that fills them (at most :data:`SPLIT_MAX`, each range at least
+    :data:`SPLIT_MIN_STEPS` steps), and half of it: fewer partial tiles to write and add up.
+    """
+    if programs >= sms or steps < 2 * SPLIT_MIN_STEPS:
+        return []
+    split = 2
+    while programs * split < sms and split * 2 <= SPLIT_MAX and steps // (split * 2) >= SPLIT_MIN_STEPS:
+        split *= 2
+    return [split // 2, split] if split > 2 else [split]
 
 
 def key(
@@ -204,15 +227,17 @@ def tuned(
     in_per_group: int,
     run: Callable[[dict[str, Any], tuple[Any, ...]], Any],
     timer: Callable[[Callable[[], Any]], float] | None = None,
+    work: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """:func:`.conv.conv`'s configuration for this convolution: the fastest candidate, else ``base``.
 
     ``run(config, (x, weight, bias, vectors))`` computes the convolution with ``config`` on real tensors
     made here of the arguments' shapes (the arguments may be fake). Anything that goes wrong (out of
-    memory for the copies, say) leaves ``base``. ``timer``: see :func:`choose`.
+    memory for the copies, say) leaves ``base``. ``timer``: see :func:`choose`. ``work``: see :func:`candidates`.
     """
     chosen = base
-    configs = candidates(base, in_per_group, bool(geometry[4]), int(geometry[3]), epilogue)
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.device.type == "cuda" else SMS
+    configs = candidates(base, in_per_group, bool(geometry[4]), int(geometry[3]), epilogue, work, sms)
     if len(configs) > 1:
         try:
             cache_key = key(x, weight, bias is not None, geometry, precision, epilogue, list(vectors), reduce)

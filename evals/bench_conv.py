@@ -225,23 +225,43 @@ def static_rows(
         if key in seen:
             continue
         seen.add(key)
-        base = conv_module.launch_config(c_g, out_g, math.prod(weight.shape[2:]))
+        taps = math.prod(weight.shape[2:])
+        base = conv_module.launch_config(c_g, out_g, taps, transposed)
         depthwise = c_g == 1 and not transposed
-        for cand in [base] if depthwise else conv_tune.candidates(base, c_g, transposed, groups, desc["epilogue"]):
+        work = conv_module.grid_work(*_positions_phases(call), out_g, groups, taps, c_g, base)
+        configs = [base] if depthwise else conv_tune.candidates(base, c_g, transposed, groups, desc["epilogue"], work)
+        for cand in configs:
             row = {**desc, "config": {**cand, **(config or {})}}
             try:
                 with _launches_recorded() as launches:
                     real_conv(**{**call, "config": row["config"]})
-                kernel, values, constexprs, options = next(
-                    rec for rec in reversed(launches) if rec[0].fn.__name__.startswith("ks_conv")
-                )
-                row["kernel"] = kernel.fn.__name__
-                row["EPI_SPLIT"] = constexprs.get("EPI_SPLIT")
-                row |= resource_usage(compile_as_launched(kernel, values, constexprs, options))
+                kernels = [rec for rec in launches if rec[0].fn.__name__.startswith("ks_conv")]
+                row["kernel"] = kernels[-1][0].fn.__name__
+                row["EPI_SPLIT"] = kernels[-1][2].get("EPI_SPLIT")
+                usage = [resource_usage(compile_as_launched(*rec)) for rec in kernels]  # split-K: both passes
+                row |= {k: max(u[k] for u in usage) for k in usage[0]}
             except Exception as e:  # noqa: BLE001 - one configuration that does not compile is a row
                 row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
             rows.append(row)
     return rows
+
+
+def _positions_phases(call: dict[str, Any]) -> tuple[int, int]:
+    """A recorded :func:`~kernelskill.engine.conv.conv` call's output positions (per phase) and its phases."""
+    from kernelskill.engine.conv import _triple, output_size
+
+    x, weight = call["x"], call["weight"]
+    dims, transposed = x.dim() - 2, bool(call.get("transposed", False))
+    stride, padding, dilation, out_pad = (
+        _triple(call.get(name, fill), dims, fill)
+        for name, fill in (("stride", 1), ("padding", 0), ("dilation", 1), ("output_padding", 0))
+    )
+    k = (1,) * (3 - dims) + tuple(weight.shape[2:])
+    size = (1,) * (3 - dims) + tuple(x.shape[2:])
+    space = [output_size(size[i], k[i], stride[i], padding[i], dilation[i], transposed, out_pad[i]) for i in range(3)]
+    if not transposed:
+        return x.shape[0] * math.prod(space), 1
+    return x.shape[0] * math.prod(-(-space[i] // stride[i]) for i in range(3)), math.prod(stride)
 
 
 def static_markdown(rows: list[dict[str, Any]], precision: str) -> str:
@@ -289,7 +309,7 @@ def short_config(cfg: dict[str, Any]) -> str:
     sizes = (("m", "BLOCK_M"), ("n", "BLOCK_N"), ("k", "BLOCK_K"), ("w", "num_warps"), ("s", "num_stages"))
     text = " ".join(f"{short}{cfg.get(name)}" for short, name in sizes)
     forms = [name for name in ("FLAT_K", "DIRECT") if cfg.get(name)]
-    flags = [f"{name}={cfg[name]}" for name in ("PAD_C", "EPI_SPLIT") if name in cfg]
+    flags = [f"{name}={cfg[name]}" for name in ("PAD_C", "EPI_SPLIT", "SPLIT_K") if name in cfg]
     return " ".join([text, *forms, *flags])
 
 

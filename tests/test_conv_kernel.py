@@ -179,7 +179,7 @@ COMPILE = textwrap.dedent(
         return triton.compile(ASTSource(fn=kernel, signature=sig, constexprs=consts),
                               target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "num_stages": stages})
 
-    ptrs = ("X", "Wp", "Bias", "Out", "E0", "E1", "Stats")
+    ptrs = ("X", "Wp", "Bias", "Out", "E0", "E1", "Stats", "Part")
     for transposed, flat, direct, precision, k in ((False, False, False, "tf32", (1, 3, 3)),
                                                    (True, False, False, "tf32x3", (3, 3, 3)),
                                                    (False, True, False, "ieee", (3, 5, 7)),
@@ -191,7 +191,7 @@ COMPILE = textwrap.dedent(
                   "STATS": 0, "CHANNELS": 0, "CHANNELS_FIRST": 1, "K_EXACT": transposed,
                   "POOL": 0, "PKD": 1, "PKH": 1, "PKW": 1,
                   "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"],
-                  "EPI_SPLIT": 1 if flat else 2}
+                  "EPI_SPLIT": 1 if flat else 2, "SPLIT_K": 1, "PART": 0}
         compiled = build(K.ks_conv_fwd, consts, ptrs, cfg["num_warps"], cfg["num_stages"])
         print("OK", transposed, flat, direct, compiled.metadata.shared)
 
@@ -218,6 +218,10 @@ COMPILE = textwrap.dedent(
     print("OK channels")
     build(K.ks_conv_fwd, {**consts, "STATS": 1, "POOL": 1, "PKH": 2, "PKW": 2, "CONTIG_OUT": False}, ptrs)
     print("OK statistics")
+    build(K.ks_conv_fwd, {**consts, "CHANNELS": 0, "SPLIT_K": 8, "PART": 1}, ptrs)  # split-K: the ranges
+    kernel = K.epilogue_kernel([["mish"], ["add", "E0"]], 1)
+    build(kernel, {**consts, "CHANNELS": 0, "STATS": 1, "SPLIT_K": 8, "PART": 2}, ptrs)  # the sums, finished
+    print("OK split-K")
     dw = {"KD": 1, "KH": 3, "KW": 7, "HAS_BIAS": True, "ACTIVATION": 0, "BLOCK": 512}
     build(K.epilogue_kernel([["save", 0], ["mul", "E0"], ["add", "R0"]], 1, K.ks_conv_depthwise), dw, ptrs)
     print("OK depthwise")
@@ -231,7 +235,7 @@ def test_the_kernel_compiles_for_hopper():
     """The interpreter does not compile; Triton's own compiler for sm_90 does, without a GPU."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, timeout=300, env=env)
-    assert out.stdout.count("OK") == 10, out.stdout[-2000:] + out.stderr[-3000:]
+    assert out.stdout.count("OK") == 11, out.stdout[-2000:] + out.stderr[-3000:]
 
 
 def _all_close(got, want, tol, equal_nan=False):
@@ -321,6 +325,25 @@ def test_a_channel_padded_configuration_traces_with_its_padding():
     )
     assert "constant_pad_nd" in code and code.count("triton_kernel_wrapper") >= 2, output
     assert "'K_EXACT': True" in code and "'FLAT_K': False" in code
+
+
+def test_a_split_k_configuration_traces_into_two_kernel_nodes():
+    """Split-K under Inductor's front end: the ranges of the reduction and the finishing pass are two kernel
+    nodes, in that order."""
+    code, output = aot_traced_code(
+        """
+        from kernelskill.engine import conv as K
+        from kernelskill.engine.reformulate import conv_kernel_forms
+        base = K.launch_config
+        K.launch_config = lambda *a: {**base(*a), "SPLIT_K": 4}
+        model = torch.nn.Sequential(torch.nn.Conv2d(32, 8, 3, padding=1), torch.nn.Mish()).eval()
+        """,
+        'conv_kernel_forms(gm, "tf32r")',
+        "torch.compile(model, backend=backend, fullgraph=True)(torch.randn(2, 32, 8, 8))",
+    )
+    assert code.count("triton_kernel_wrapper") >= 2, output
+    first, second = code.index("'PART': 1"), code.index("'PART': 2")
+    assert first < second and "'SPLIT_K': 4" in code
 
 
 def test_torch_compile_traces_a_direct_call_of_the_kernel():
@@ -1085,3 +1108,55 @@ def test_a_tile_finished_in_column_slices_stores_the_same(split):
     assert epilogue_split({"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4}) == 4  # 64 a thread
     assert epilogue_split({"BLOCK_M": 128, "BLOCK_N": 16, "num_warps": 4}) == 1  # 16 a thread: whole
     assert epilogue_split({"BLOCK_M": 256, "BLOCK_N": 32, "num_warps": 4}) == 2  # slices stay 16 channels wide
+
+
+@pytest.mark.parametrize("split", [2, 3, 8])
+def test_split_k_sums_the_reductions_ranges_then_finishes_the_tile(split):
+    """``SPLIT_K``: the reduction's steps in ``split`` ranges (more ranges than steps leaves some empty), partial
+    tiles summed before the epilogue, so every fused step sees the whole sum: a stored output with statistics,
+    a pooling and a channel step, a spatial mean, a transposed convolution of four phases, the rank-1 form of
+    few channels and grouped channel slices."""
+    gen = torch.Generator().manual_seed(43)
+    x = torch.randn(2, 40, 6, 8, generator=gen)  # 40 channels: slices of 16, the last one masked
+    w = torch.randn(24, 40, 3, 3, generator=gen) / 360**0.5
+    b, scale = torch.randn(24, generator=gen), torch.randn(24, 1, 1, generator=gen)
+    cfg = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "SPLIT_K": split}
+    steps = [["mul", "E0"], ["mish"]]
+    want = F.mish(F.conv2d(x.double(), w.double(), b.double(), padding=1) * scale.double())
+    got, sums = conv(x, w, b, padding=1, epilogue=steps, vectors=[scale], stats=True, config=cfg)
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(sums.double(), torch.stack([want.sum((2, 3)), (want * want).sum((2, 3))]), rtol=1e-5,
+                               atol=1e-4)  # fmt: skip
+    pooled = conv(x, w, b, padding=1, epilogue=[*steps, ["channels", "max"], ["pool", "max", [2, 2]]],
+                  vectors=[scale], config=cfg)  # fmt: skip
+    torch.testing.assert_close(pooled.double(), F.max_pool2d(want.amax(1, keepdim=True), 2), rtol=1e-5, atol=1e-5)
+    mean = conv(x, w, b, padding=1, epilogue=steps, vectors=[scale], reduce="mean", config=cfg)
+    torch.testing.assert_close(mean.double(), want.mean((2, 3)), rtol=1e-5, atol=1e-5)
+    wt = torch.randn(40, 24, 3, 3, generator=gen) / 360**0.5
+    yt = F.conv_transpose2d(x.double(), wt.double(), b.double(), stride=2, padding=1, output_padding=1)
+    got = conv(x, wt, b, 2, 1, transposed=True, output_padding=1, epilogue=[["tanh"]], config=cfg)
+    torch.testing.assert_close(got.double(), torch.tanh(yt), rtol=1e-5, atol=1e-5)
+    for case, config in (("2d", {"DIRECT": True}), ("2d-grouped", {"BLOCK_K": 16})):
+        dims, _, _, _, s, p, d, g, _ = CASES[case]
+        xs, ws, bs = _inputs(CASES[case], transposed=False, seed=44)
+        want = FORWARD[dims](xs.double(), ws.double(), bs.double(), s, p, d, g)
+        got = conv(xs, ws, bs, s, p, d, g, config={**config, "SPLIT_K": split})
+        torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5, msg=case)
+
+
+def test_split_k_is_timed_where_the_grid_leaves_multiprocessors_idle():
+    from kernelskill.engine import conv_tune
+    from kernelskill.engine.conv import grid_work, launch_config
+
+    assert conv_tune.split_counts(16, 144) == [8, 16]  # 16 tiles of 144 steps on 132 multiprocessors
+    assert conv_tune.split_counts(100, 9) == [2]  # two ranges fill the GPU
+    assert conv_tune.split_counts(16, 7) == []  # too short a reduction to split
+    assert conv_tune.split_counts(132, 1000) == []  # the grid already fills the GPU
+    assert conv_tune.split_counts(4, 40) == [4, 8]  # each range keeps at least four steps
+    # 512 channels, 7 x 7 positions, batch 10: ResNet's last stage
+    base = launch_config(512, 512, 9)
+    work = grid_work(10 * 7 * 7, 512, 1, 1, 9, 512, base)
+    assert work == (16, 144)
+    assert {c.get("SPLIT_K") for c in conv_tune.candidates(base, 512, False, 1, None, work)} >= {8, 16}
+    big = grid_work(64 * 56 * 56, 512, 1, 1, 9, 512, base)
+    assert not any("SPLIT_K" in c for c in conv_tune.candidates(base, 512, False, 1, None, big))
