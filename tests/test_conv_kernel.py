@@ -454,8 +454,8 @@ def test_an_element_wise_tail_is_fused_into_the_kernel():
 @pytest.mark.gpu
 def test_every_form_on_the_gpu(monkeypatch):
     """The compiled kernels (not the interpreter): every forward and transposed case, ieee products against fp64,
-    one fused epilogue, fused poolings and steps over the channels, fp16 inputs, and larger convolutions in
-    tf32r against fp64 of the TF32-rounded operands. Each in its default configuration: the tuning (tested in
+    one fused epilogue, fused poolings and steps over the channels, split-K, fp16 inputs, and larger convolutions
+    in tf32r against fp64 of the TF32-rounded operands. Each in its default configuration: the tuning (tested in
     test_conv_tune.py) would compile a dozen candidates per shape."""
     from kernelskill.engine import conv_tune
 
@@ -472,6 +472,12 @@ def test_every_form_on_the_gpu(monkeypatch):
         want = TRANSPOSED[dims](x.double(), w.double(), b.double(), s, p, out_pad, g, d)
         got = conv(x, w, b, s, p, d, g, transposed=True, output_padding=out_pad)
         torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5, msg=name)
+    for name in ("2d-many-channels", "2d-grouped", "3d"):  # split-K: partial tiles summed, then finished
+        dims, _, _, _, s, p, d, g, _ = CASES[name]
+        x, w, b = (t.to(dev) for t in _inputs(CASES[name], transposed=False, seed=13))
+        want = FORWARD[dims](x.double(), w.double(), b.double(), s, p, d, g)
+        got = conv(x, w, b, s, p, d, g, epilogue=[["tanh"]], config={"SPLIT_K": 3, "BLOCK_K": 16, "DIRECT": False})
+        torch.testing.assert_close(got.double(), torch.tanh(want), rtol=1e-5, atol=1e-5, msg=name)
     for name in ("2d", "2d-grouped", "3d", "1d-strided-dilated"):  # the direct form: exact fp32
         dims, _, _, _, s, p, d, g, _ = CASES[name]
         x, w, b = (t.to(dev) for t in _inputs(CASES[name], transposed=False, seed=12))
