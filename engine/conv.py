@@ -745,12 +745,13 @@ def conv(
     q = [triton.cdiv(space[i], s[i]) if transposed else space[i] for i in range(3)]
     phases = s[0] * s[1] * s[2] if transposed else 1
     if config is None and not depthwise and conv_tune.enabled(x):  # the fastest of a few, per shape (conv_tune)
-        geometry = (stride, padding, dilation, groups, transposed, output_padding, activation)
+        geometry: tuple[Any, ...] = (stride, padding, dilation, groups, transposed, output_padding, activation)
+        geometry += ("stats",) if stats else ()  # timed with the statistics it sums: they change the fastest
 
-        def run(tuned: dict[str, Any], a: tuple[Any, ...]) -> torch.Tensor:
+        def run(tuned: dict[str, Any], a: tuple[Any, ...]) -> Any:
             rx, rw, rb, rv = a
             return conv(rx, rw, rb, stride, padding, dilation, groups, transposed, output_padding, precision,
-                        activation, None, epilogue, rv, tuned, reduce)  # fmt: skip
+                        activation, None, epilogue, rv, tuned, reduce, stats)  # fmt: skip
 
         work = grid_work(n * math.prod(q), out_g, groups, phases, k_taps, c_g, cfg)
         cfg = conv_tune.tuned(x, weight, bias, vectors, geometry, precision, epilogue, reduce, cfg, c_g, run, work=work)

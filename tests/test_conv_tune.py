@@ -276,3 +276,26 @@ def test_waiting_for_a_shared_gpu_does_not_spend_the_tuning_budget(monkeypatch):
     conv_tune.tuned(x, torch.empty(32, 16, 3, 3), None, [], (1, 1, 1, 1, False, 0, None), "wait-test", None, None,
                     launch_config(16, 32, 9), 16, lambda cfg, a: None, timer=timer)  # fmt: skip
     assert waited[0] >= 0.2 and conv_tune._SPENT[0] < 0.1, (waited, conv_tune._SPENT)
+
+
+def test_a_convolution_that_sums_statistics_is_tuned_with_them_and_cached_apart(monkeypatch):
+    """The statistics a normalization takes from the kernel change its fastest configuration: the candidates are
+    timed summing them, under a key of their own, and a split-K candidate is offered for a grid that leaves the
+    multiprocessors idle."""
+    from kernelskill.engine import conv as K
+
+    calls = []
+
+    def tuned(x, weight, bias, vectors, geometry, precision, epilogue, reduce, base, in_per_group, run, **kw):
+        calls.append((geometry, kw["work"], run(base, (x, weight, bias, vectors))))
+        return base
+
+    monkeypatch.setattr(conv_tune, "enabled", lambda x: True)
+    monkeypatch.setattr(conv_tune, "tuned", tuned)
+    x, w = torch.randn(2, 16, 6, 6), torch.randn(32, 16, 3, 3)
+    K.conv(x, w, padding=1)
+    out, sums = K.conv(x, w, padding=1, stats=True)
+    (plain, work, _), (with_stats, _, timed) = calls
+    assert with_stats == (*plain, "stats")  # a key of its own
+    assert isinstance(timed, tuple) and torch.equal(timed[1], sums)  # the timed run summed them too
+    assert work == (1, 9) and conv_tune.split_counts(*work) == [2]  # 72 positions: one tile of 9 steps
