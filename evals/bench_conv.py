@@ -228,7 +228,8 @@ def static_rows(
         taps = math.prod(weight.shape[2:])
         base = conv_module.launch_config(c_g, out_g, taps, transposed)
         depthwise = c_g == 1 and not transposed
-        work = conv_module.grid_work(*_positions_phases(call), out_g, groups, taps, c_g, base)
+        positions, phases = _positions_phases(call)
+        work = conv_module.grid_work(positions, out_g, groups, phases, taps, c_g, base)
         configs = [base] if depthwise else conv_tune.candidates(base, c_g, transposed, groups, desc["epilogue"], work)
         for cand in configs:
             row = {**desc, "config": {**cand, **(config or {})}}

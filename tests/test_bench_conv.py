@@ -358,3 +358,42 @@ def test_the_tuning_records_table_ranks_each_candidate_against_the_fastest(tmp_p
     assert len(rows) == 1
     assert "| tf32r | relu | 0.500 | 4.00 |" in rows[0]  # the default took four times the fastest's time
     assert "m128 n64 k16 w4 s3 PAD_C=16 1.00; *m128 n64 k32 w4 s3 DIRECT 4.00" in rows[0]
+
+
+SMALL_GRID_TASK = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(256, 32, 3, padding=1)
+
+        def forward(self, x):
+            return torch.relu(self.conv(x))
+
+    def get_inputs():
+        return [torch.rand(10, 256, 7, 7)]  # 490 positions: 4 tiles, on a GPU of 132 multiprocessors
+
+    def get_init_inputs():
+        return []
+    """
+)
+
+
+def test_the_static_survey_offers_split_k_for_a_grid_of_few_tiles_and_compiles_both_passes(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "small.py").write_text(SMALL_GRID_TASK)
+    script = STATIC.replace('c.get("EPI_SPLIT"),', 'c.get("SPLIT_K"),')
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "small.py")], capture_output=True, text=True,
+                         timeout=900, env=env)  # fmt: skip
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("[")]
+    assert rows and not any(r[-1] for r in rows), out.stdout[-2000:] + out.stderr[-3000:]
+    assert sorted(r[4] for r in rows if r[4]) == [8, 16]  # 4 tiles of 72 steps: 8 and 16 ranges
+    assert all(r[6] and r[7] == 0 for r in rows)  # every pass compiled, none spills
