@@ -231,10 +231,11 @@ def ks_conv_fwd(
         nkd, nkh, nkw = KD, KH, KW
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    part_at = Part + (pid_gp.to(tl.int64) * PART_ROWS + pos[:, None]) * PART_COLS + oc[None, :]  # this tile's
+    part_at = Part + pid_gp.to(tl.int64) * PART_ROWS * PART_COLS  # this group's (and phase's) partial tiles
+    part_off = pos[:, None] * PART_COLS + oc[None, :]  # 32-bit offsets: half the registers of pointers
     if PART == 2:  # the partial tiles of the SPLIT_K ranges of the reduction, added up
         for _ in range(SPLIT_K):
-            acc += tl.load(part_at)
+            acc += tl.load(part_at + part_off)
             part_at += PART_STRIDE
     elif FLAT_K:  # k = tap * C + channel, sliced across taps
         d0 = od * SD - PD  # a row's first input position; tap k reads d0 + kd * DD, ...
@@ -306,7 +307,7 @@ def ks_conv_fwd(
                 acc += tl.dot(a, tl.trans(b), input_precision=PRECISION)
 
     if PART == 1:
-        tl.store(part_at + tl.program_id(2).to(tl.int64) * PART_STRIDE, acc)
+        tl.store(part_at + tl.program_id(2).to(tl.int64) * PART_STRIDE + part_off, acc)
     else:
         _finish(
             acc, oc, g, pid_m, n, od, oh, ow, pos_ok, Bias, Out, Stats,
@@ -794,6 +795,8 @@ def conv(
         rows = n * q[0] * q[1] * q[2] if pool is None else n * math.prod(pooled) * math.prod(pk)
     tiles_m, tiles_n = triton.cdiv(rows, cfg["BLOCK_M"]), triton.cdiv(out_g, cfg["BLOCK_N"])
     split = 1 if cfg["FLAT_K"] else max(1, int(cfg.get("SPLIT_K") or 1))
+    if tiles_m * cfg["BLOCK_M"] * tiles_n * cfg["BLOCK_N"] >= 2**31:  # the kernel's 32-bit offsets in one partial
+        split = 1
     part_shape = (split, groups * phases, tiles_m * cfg["BLOCK_M"], tiles_n * cfg["BLOCK_N"])
     part = torch.empty(part_shape, dtype=torch.float32, device=x.device) if split > 1 else out5
     args = [

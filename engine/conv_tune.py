@@ -109,8 +109,10 @@ def candidates(
     if channel_step:  # 128 channels: 64 positions over eight warps (32 values a thread), 32 over four
         add(BLOCK_M=64, num_warps=8)
         add(BLOCK_M=32)
-    for split in split_counts(*work, sms) if work else []:
-        add(SPLIT_K=split)
+    if work:  # 64-position tiles: the finishing pass holds a partial tile beside the sum, so no more than 64 a thread
+        block_m = min(64, base["BLOCK_M"])
+        for split in split_counts(work[0] * (base["BLOCK_M"] // block_m), work[1], sms):
+            add(SPLIT_K=split, BLOCK_M=block_m)
     return out
 
 

@@ -1163,6 +1163,8 @@ def test_split_k_is_timed_where_the_grid_leaves_multiprocessors_idle():
     base = launch_config(512, 512, 9)
     work = grid_work(10 * 7 * 7, 512, 1, 1, 9, 512, base)
     assert work == (16, 144)
-    assert {c.get("SPLIT_K") for c in conv_tune.candidates(base, 512, False, 1, None, work)} >= {8, 16}
+    split = [c for c in conv_tune.candidates(base, 512, False, 1, None, work) if "SPLIT_K" in c]
+    # on 64-position tiles (32 of them), whose finishing pass keeps a partial tile beside the sum in registers
+    assert [(c["SPLIT_K"], c["BLOCK_M"]) for c in split] == [(4, 64), (8, 64)]
     big = grid_work(64 * 56 * 56, 512, 1, 1, 9, 512, base)
     assert not any("SPLIT_K" in c for c in conv_tune.candidates(base, 512, False, 1, None, big))
