@@ -516,13 +516,17 @@ def kernel_table(events: Any, calls: int, top: int = 6) -> list[list[Any]]:
     return [[name[:120], round(ms, 4), round(n, 2)] for name, ms, n in rows[:top]]
 
 
-def measure_task(task_path: Path, precision: str, profile: bool = False) -> dict[str, Any]:
+def measure_task(
+    task_path: Path, precision: str, profile: bool = False, alone: bool = False, need_bytes: float = 0.0
+) -> dict[str, Any]:
     """Time one task's forward eager, under ``torch.compile``, and compiled with its convolutions on our kernel.
 
     CUDA only. The three share the model's weights and inputs (seeded); a model with state (a batch norm's
     running statistics) runs each from its own copy. ``config``: the launch configuration of the last
     convolution compiled (the tuned one, :mod:`.conv_tune`). ``profile``: also ``kernels``, each program's
-    longest kernels over five calls (:func:`kernel_table`), profiled holding the GPU alone.
+    longest kernels over five calls (:func:`kernel_table`), profiled holding the GPU alone. On a shared GPU
+    the task runs in a shared hold; ``alone``: holding the GPU alone, once ``need_bytes`` of its memory are
+    free (the retry after an out-of-memory, :func:`_measure_or_alone`).
     """
     import copy
 
@@ -546,7 +550,7 @@ def measure_task(task_path: Path, precision: str, profile: bool = False) -> dict
             return compile_fx(gm, example_inputs)
 
     torch._dynamo.reset()
-    with torch.no_grad(), gpu_share.shared("bench-whole"):
+    with torch.no_grad(), gpu_share.hold(alone, "bench-whole", need_bytes):
         torch.manual_seed(0)
         model = task.Model(*task.get_init_inputs()).cuda()
         torch.manual_seed(1)
@@ -642,6 +646,35 @@ def _whole_rows(path: Path, precision: str) -> dict[str, dict[str, Any]]:
     return rows
 
 
+def _measure_or_alone(task_path: Path, precision: str, profile: bool) -> dict[str, Any]:
+    """:func:`measure_task`; on a shared GPU, a task that ran out of memory is measured again holding it alone.
+
+    Shards on one GPU run side by side; a task too large to fit beside the others' gets the device to itself
+    once their memory has left (``alone`` in its row), instead of an error row left for a later run.
+    """
+    from kernelskill.runner import gpu_share
+
+    try:
+        return measure_task(task_path, precision, profile)
+    except Exception as e:
+        if not gpu_share.active() or not gpu_share.out_of_memory(f"{type(e).__name__}: {e}"):
+            raise
+        need = gpu_share.need_after_oom(e)
+    _free_device_memory()
+    return {**measure_task(task_path, precision, profile, alone=True, need_bytes=need), "alone": True}
+
+
+def _free_device_memory() -> None:
+    """Give the failed attempt's cached memory back to the device (its tensors are gone with its frames)."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
 def whole(
     folders: list[Path], out: Path, precision: str, shard: tuple[int, int] = (0, 1), profile: bool = False
 ) -> int:
@@ -664,7 +697,7 @@ def whole(
                 try:
                     if not trace_convs(task_path):
                         continue
-                    row = {"task": task, "precision": precision, **measure_task(task_path, precision, profile)}
+                    row = {"task": task, "precision": precision, **_measure_or_alone(task_path, precision, profile)}
                 except Exception as e:  # noqa: BLE001 - one task that fails is a row, not the end of the run
                     row = {"task": task, "precision": precision, "error": f"{type(e).__name__}: {str(e)[:200]}"}
                 log.write(json.dumps(row) + "\n")  # one write per line: shards append to one file

@@ -213,6 +213,37 @@ def test_shards_share_the_whole_tasks_and_the_table_gets_every_row(tmp_path, mon
         bench_conv.main([*args, "--shard", "2/2"])
 
 
+def test_on_a_shared_gpu_a_task_out_of_memory_is_measured_again_holding_it_alone(tmp_path, monkeypatch):
+    import torch
+
+    from kernelskill.evals import bench_conv
+    from kernelskill.runner import gpu_share
+
+    tasks = tmp_path / "level2"
+    tasks.mkdir()
+    (tasks / "1_big.py").write_text(POOLED_TASK)
+    (tasks / "2_broken.py").write_text(POOLED_TASK)
+    calls = []
+
+    def fake(task_path, precision, profile=False, alone=False, need_bytes=0.0):
+        calls.append((task_path.name, alone, need_bytes))
+        if task_path.name == "2_broken.py":
+            raise RuntimeError("an error of its own")
+        if not alone:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has ...")
+        return {"eager_ms": 2.0, "compile_ms": 1.0, "ours_ms": 0.8, "vs_eager": 2.5, "vs_compile": 1.25,
+                "err_vs_eager": 0.0, "fused": []}  # fmt: skip
+
+    monkeypatch.setattr(bench_conv, "measure_task", fake)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(gpu_share, "active", lambda: True)
+    assert bench_conv.main(["--tasks", str(tasks), "--whole", "--out", str(tmp_path / "out")]) == 0
+    assert calls == [("1_big.py", False, 0.0), ("1_big.py", True, 2 << 30), ("2_broken.py", False, 0.0)]
+    rows = [json.loads(line) for line in (tmp_path / "out" / "bench_whole.jsonl").read_text().splitlines()]
+    assert rows[0]["alone"] is True and rows[0]["vs_compile"] == 1.25
+    assert rows[1]["error"] == "RuntimeError: an error of its own"  # not an out-of-memory: no second try
+
+
 @pytest.mark.gpu
 def test_a_whole_task_timed_three_ways_with_its_epilogue_fused_on_the_gpu(tmp_path):
     from kernelskill.evals.bench_conv import measure_task
