@@ -660,19 +660,8 @@ def _measure_or_alone(task_path: Path, precision: str, profile: bool) -> dict[st
         if not gpu_share.active() or not gpu_share.out_of_memory(f"{type(e).__name__}: {e}"):
             raise
         need = gpu_share.need_after_oom(e)
-    _free_device_memory()
+    gpu_share.free_device_memory()
     return {**measure_task(task_path, precision, profile, alone=True, need_bytes=need), "alone": True}
-
-
-def _free_device_memory() -> None:
-    """Give the failed attempt's cached memory back to the device (its tensors are gone with its frames)."""
-    import gc
-
-    import torch
-
-    gc.collect()
-    if torch.cuda.is_initialized():
-        torch.cuda.empty_cache()
 
 
 def whole(

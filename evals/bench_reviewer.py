@@ -82,15 +82,6 @@ def measure_baseline(task_path: Path) -> dict[str, Any]:
     return out
 
 
-def _free_gpu_memory() -> None:
-    import gc
-
-    import torch
-
-    gc.collect()
-    torch.cuda.empty_cache()
-
-
 def main() -> None:
     """Run every measurement and write the report."""
     parser = argparse.ArgumentParser()
@@ -99,6 +90,7 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
+    from kernelskill.runner import gpu_share
     from kernelskill.runner.sandbox import run_review
 
     report: dict[str, Any] = {"environment": environment()}
@@ -109,7 +101,7 @@ def main() -> None:
     report["baselines"] = []
     for t in tasks:
         row = measure_baseline(t)
-        _free_gpu_memory()
+        gpu_share.free_device_memory()
         report["baselines"].append(row)
         print(f"baseline {row['task']}: eager {row['eager_ms']:.4f} ms, compile {row['compile_ms']}", flush=True)
 

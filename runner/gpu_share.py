@@ -467,6 +467,17 @@ ROOM_WAIT_MAX_S = 120.0  # at most this long for other processes' memory to leav
 ROOM_SLACK_BYTES = 1 << 30  # memory other processes may hold before an out-of-memory is called theirs
 
 
+def free_device_memory() -> None:
+    """Give this process's cached device memory back (after a failure or a task, its tensors gone with its frames)."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
 def elsewhere_bytes() -> int:
     """Memory of this process's CUDA device that other processes hold (beyond this one's reserve)."""
     import torch
