@@ -799,6 +799,9 @@ def conv(
         split = 1
     part_shape = (split, groups * phases, tiles_m * cfg["BLOCK_M"], tiles_n * cfg["BLOCK_N"])
     part = torch.empty(part_shape, dtype=torch.float32, device=x.device) if split > 1 else out5
+    # Without split-K the partial tiles' extents are unused: zeros, since Inductor's codegen of a kernel
+    # node fails on a Python int argument of 2**31 or more (a 1x1 convolution with 2**31 outputs did)
+    part_dims = (*part_shape[2:], math.prod(part_shape[1:])) if split > 1 else (0, 0, 0)
     args = [
         x5, wp, bias if bias is not None else wp, out5,
         n, c_k, *x5.shape[2:],
@@ -808,7 +811,7 @@ def conv(
         *steps,
         1.0 / math.prod(pooled),
         sums, out_c,
-        part, *part_shape[2:], part_shape[1] * part_shape[2] * part_shape[3],
+        part, *part_dims,
     ]  # fmt: skip
     constexprs = dict(
         KD=k[0], KH=k[1], KW=k[2],

@@ -1168,3 +1168,19 @@ def test_split_k_is_timed_where_the_grid_leaves_multiprocessors_idle():
     assert [(c["SPLIT_K"], c["BLOCK_M"]) for c in split] == [(4, 64), (8, 64)]
     big = grid_work(64 * 56 * 56, 512, 1, 1, 9, 512, base)
     assert not any("SPLIT_K" in c for c in conv_tune.candidates(base, 512, False, 1, None, big))
+
+
+def test_no_integer_argument_of_a_launch_needs_64_bits_where_the_output_does():
+    """A 1x1 convolution with 2**31 outputs (16 x 128 x 1024 x 1024): each integer launch argument fits in
+    32 bits. Inductor's codegen of a kernel node fails on a Python int of 2**31 or more (``has_hint`` of an
+    int); the unused split-K extents were that large until they became zeros without split-K."""
+    from kernelskill.evals.bench_conv import _launches_recorded
+
+    x = torch.empty(16, 64, 1024, 1024, device="meta")
+    weight = torch.empty(128, 64, 1, 1, device="meta")
+    with _launches_recorded() as launches:
+        out = conv(x, weight, torch.empty(128, device="meta"), precision="tf32r")
+    assert out.shape == (16, 128, 1024, 1024) and out.numel() >= 2**31
+    ints = {name: v for _, values, _, _ in launches for name, v in values.items() if type(v) is int}
+    assert ints and max(ints.values()) < 2**31, {k: v for k, v in ints.items() if v >= 2**31}
+    assert {"PART_ROWS", "PART_COLS", "PART_STRIDE"} <= set(ints)
