@@ -7,9 +7,10 @@ so it caps its captures and stops optimizing in time to write its report; past t
 process tree is killed and the task is recorded as ``timeout``. The eval directory (layout in
 :mod:`kernelskill.evals.suite`) makes the run resumable: a task whose ``report.json`` exists (or
 that timed out) is never re-run; a task with a run directory but no report resumes from its
-checkpoint. Ctrl-C stops the running tasks, writes a partial summary and prints the command that
-resumes the run. With several GPU workers each gets its own share of the CPU cores
-(``KERNELSKILL_CPUS``): a task's compile pool then never competes with another GPU's timing loop.
+checkpoint; a task the folder's last summary counted as finished whose run directory is gone (a copy
+of the folder without ``runs/``) is named before it runs again. Ctrl-C stops the running tasks, writes a
+partial summary and prints the command that resumes the run. With several GPU workers each gets its own
+share of the CPU cores (``KERNELSKILL_CPUS``): a task's compile pool then never competes with another GPU's timing loop.
 A GPU named more than once (``--gpus 0,0,0``) runs that many workers on it; they share its lock
 (:mod:`kernelskill.runner.gpu_share`): kernels of several tasks may run at once, but every timing of
 record holds the GPU alone. With ``cluster`` set (``--cluster ray[://ADDRESS]``) the same jobs run
@@ -316,6 +317,21 @@ def set_aside_stale(runs: Path, keys: list[str], retry_timeouts: bool) -> list[s
     return _set_aside_where(runs, keys, stale)
 
 
+def records_missing(out: Path) -> list[str]:
+    """Tasks the folder's last summary counted as finished whose run records ``runs/<key>`` are gone.
+
+    An eval folder copied without its ``runs/`` (or with some of them) would silently run those tasks
+    again: the runner says so first. A task whose run directory is there is not listed (it resumes or
+    is skipped as usual).
+    """
+    rows = read_json(out / "summary.json").get("rows") or []
+    return [
+        str(row["key"])
+        for row in rows
+        if row.get("status") not in (None, "pending", "interrupted") and not (out / "runs" / str(row["key"])).exists()
+    ]
+
+
 def set_aside_busy(runs: Path, keys: list[str]) -> list[str]:
     """Set aside the runs of ``keys`` that stopped because another process filled the device; returns the keys.
 
@@ -589,6 +605,13 @@ def run_eval(
     threads: list[threading.Thread] = []
     try:
         finished, unusable = 0, 0
+        lost = records_missing(out)
+        if lost:
+            _say(
+                console,
+                f"the last summary of {out} counted {len(lost)} task(s) as finished whose run records are not in "
+                f"{runs} (a copy of the folder without them?); they run again: {', '.join(lost)}",
+            )
         moved = supersede(runs, [spec.key for spec in specs], rerun)
         if moved:
             _say(console, f"starting over ({len(moved)}): {', '.join(moved)} (previous runs in {out / 'superseded'})")

@@ -761,3 +761,21 @@ def test_the_benchmark_script_runs_every_policy_arm(tmp_path):
         ["bash", str(script)], cwd=tmp_path, env={**env, "ARMS": "any bogus"}, capture_output=True, text=True
     )
     assert bad.returncode == 2 and "unknown arm 'bogus'" in bad.stderr
+
+
+def test_an_eval_folder_copied_without_its_run_records_says_so_before_running_them_again(tmp_path):
+    """The last summary counted a task as finished, but its ``runs/<key>`` is not there: a warning names it."""
+    tasks = tmp_path / "tasks"
+    make_task(tasks, "01_done")
+    make_task(tasks, "02_todo")
+    out = tmp_path / "eval"
+    run_eval([2], tasks, 0, "", out, Context(scripted="s.json", device="cpu"), quiet(), launch=FakeLauncher())
+    shutil.rmtree(out / "runs" / "L2-01_done")  # the folder as a copy without its records
+    console, again = quiet(), FakeLauncher()
+    run_eval([2], tasks, 0, "", out, Context(scripted="s.json", device="cpu"), console, launch=again)
+    said = " ".join(output(console).split())
+    assert "counted 1 task(s) as finished whose run records are not in" in said and "L2-01_done" in said
+    assert [j.spec.key for j in again.jobs] == ["L2-01_done"]
+    console = quiet()
+    run_eval([2], tasks, 0, "", out, Context(scripted="s.json", device="cpu"), console, launch=FakeLauncher())
+    assert "run records are not in" not in output(console)  # records back: nothing said, nothing run
