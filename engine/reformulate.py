@@ -461,21 +461,30 @@ def flash_eligible(gm: Any) -> int:
     return sum(sdpa_node_eligible(n, _static_arg) is None for n in nodes)
 
 
+def _sample_of_2_31(*values: Any) -> bool:
+    """Whether one sample of a convolution's input or output has 2**31 elements or more.
+
+    The kernel's per-sample strides are then Python ints of 2**31 or more, which Inductor's codegen of a
+    Triton kernel node cannot take (it fails in ``signature_of``); such a convolution stays where it was.
+    """
+    return any(isinstance(v, torch.Tensor) and v.dim() > 1 and math.prod(v.shape[1:]) >= 2**31 for v in values)
+
+
 def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
     """Every convolution of a Dynamo graph (forward or transposed, 1-D to 3-D) onto our kernel (``engine/conv.py``).
 
-    In place; returns what was rewritten. A call whose padding is a string (``"same"``) or whose input is
-    not a floating tensor is left alone. ``precision``: the kernel's products for fp32 inputs. ``fuse``:
-    the element-wise steps that follow a convolution, with numbers, per-channel tensors or values computed
-    before them as operands and the convolution's shape and dtype (:func:`epilogue_step`; a chain, or a
-    graph whose values are read more than once, :func:`_epilogue_dag`, as long as only its last value is
-    read outside it), are computed in the kernel before its store (the graph loses those nodes);
-    then a step over the output channels (:func:`_channel_step`: min, max, sum, mean, logsumexp, softmax)
-    and the steps after it, and a pooling whose window is its stride (:func:`_window_pool`) and the steps
-    after it, in either order; then a mean over every spatial dimension (:func:`_spatial_mean`), reduced in the kernel,
-    which then stores only that mean; or, in its place, a normalization with batch, group or instance
-    statistics (:func:`_normalization`), whose sums the kernel adds up as it stores (``conv.normalized``
-    then normalizes, in PyTorch ops the compiler fuses with what follows).
+    In place; returns what was rewritten. A call whose padding is a string (``"same"``), whose input is not a
+    floating tensor, or one of whose samples has 2**31 elements (:func:`_sample_of_2_31`) is left alone.
+    ``precision``: the kernel's products for fp32 inputs. ``fuse``: the element-wise steps that follow a
+    convolution, with numbers, per-channel tensors or values computed before them as operands and the convolution's
+    shape and dtype (:func:`epilogue_step`; a chain, or a graph whose values are read more than once,
+    :func:`_epilogue_dag`, as long as only its last value is read outside it), are computed in the kernel before its
+    store (the graph loses those nodes); then a step over the output channels (:func:`_channel_step`: min, max, sum,
+    mean, logsumexp, softmax) and the steps after it, and a pooling whose window is its stride
+    (:func:`_window_pool`) and the steps after it, in either order; then a mean over every spatial dimension
+    (:func:`_spatial_mean`), reduced in the kernel, which then stores only that mean; or, in its place, a
+    normalization with batch, group or instance statistics (:func:`_normalization`), whose sums the kernel adds up
+    as it stores (``conv.normalized`` then normalizes, in PyTorch ops the compiler fuses with what follows).
     """
     import json
 
@@ -487,6 +496,8 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
             continue
         value = node.args[0].meta.get("example_value") if hasattr(node.args[0], "meta") else None
         if isinstance(_static_arg(node, 4, "padding", 0), str) or value is None or not value.is_floating_point():
+            continue
+        if _sample_of_2_31(value, node.meta.get("example_value")):
             continue
         transposed = node.target in _TRANSPOSED
         name = getattr(node.target, "__name__", "conv")

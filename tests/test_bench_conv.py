@@ -428,3 +428,34 @@ def test_the_static_survey_offers_split_k_for_a_grid_of_few_tiles_and_compiles_b
     assert rows and not any(r[-1] for r in rows), out.stdout[-2000:] + out.stderr[-3000:]
     assert sorted(r[4] for r in rows if r[4]) == [8, 16]  # 4 tiles of 72 steps: 8 and 16 ranges
     assert all(r[6] and r[7] == 0 for r in rows)  # every pass compiled, none spills
+
+
+def test_a_convolution_with_a_sample_of_2_31_elements_stays_off_our_kernel(tmp_path):
+    """Its per-sample strides would be kernel arguments of 2**31 or more, which Inductor's codegen of a kernel
+    node cannot take: the rewrite leaves that convolution where it was and takes the others."""
+    from kernelskill.evals.bench_conv import fusions
+
+    (tmp_path / "t.py").write_text(
+        textwrap.dedent(
+            """
+            import torch
+            import torch.nn as nn
+
+            class Model(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.big = nn.Conv2d(2, 2, 1)  # 2 x 32768 x 32768 = 2**31 elements a sample
+                    self.small = nn.Conv2d(2, 4, 3)
+
+                def forward(self, x):
+                    return self.big(x).sum() + self.small(x[:, :, :64, :64]).sum()
+
+            def get_inputs():
+                return [torch.randn(1, 2, 32768, 32768)]
+
+            def get_init_inputs():
+                return []
+            """
+        )
+    )
+    assert fusions(tmp_path / "t.py") == ["conv2d -> our implicit-GEMM Triton kernel (tf32r)"]
