@@ -49,9 +49,12 @@ cuDNN and ``torch.compile``.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -622,6 +625,37 @@ def epilogue_split(cfg: dict[str, Any]) -> int:
     return split
 
 
+_COMPILE_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("kernelskill_conv_compile_only", default=False)
+
+
+@contextlib.contextmanager
+def compile_only() -> Iterator[None]:
+    """Within it, this module's kernel launches compile and do not run (:func:`launcher`).
+
+    Each launch compiles the specialization its arguments make (Triton's ``warmup``), so the arguments
+    may be meta tensors of the real ones' shapes, strides and dtypes; the outputs are never written.
+    Inside Triton's ``AsyncCompileMode`` the compiles go to its executor and run together
+    (:func:`.conv_tune.compile_together`).
+    """
+    token = _COMPILE_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _COMPILE_ONLY.reset(token)
+
+
+def launcher(kernel: Any, grid: tuple[int, ...]) -> Any:
+    """Launch ``kernel`` over ``grid`` (``torch.library.wrap_triton(kernel)[grid]``); in :func:`compile_only`: compile.
+
+    ``wrap_triton``: eager, a plain launch; under torch.compile, a kernel node of the graph.
+    """
+    if _COMPILE_ONLY.get():
+        return functools.partial(kernel.warmup, grid=grid)
+    from torch.library import wrap_triton
+
+    return wrap_triton(kernel)[grid]
+
+
 def channels_last(x5: torch.Tensor, round_tf32: bool, channels: int = 0) -> torch.Tensor:
     """``x5`` (N, C, D, H, W) with channels-last strides (a view of an (N, D, H, W, C) tensor).
 
@@ -637,10 +671,8 @@ def channels_last(x5: torch.Tensor, round_tf32: bool, channels: int = 0) -> torc
         return rounded_tf32(x5.permute(0, 2, 3, 4, 1)).permute(0, 4, 1, 2, 3) if round_tf32 else x5
     src = x5.contiguous().view(n, c, d * h * w)
     out = torch.empty((n, d, h, w, cp), dtype=x5.dtype, device=x5.device)
-    from torch.library import wrap_triton
-
     grid = (triton.cdiv(d * h * w, 64), triton.cdiv(cp, 32), n)
-    wrap_triton(ks_to_channels_last)[grid](
+    launcher(ks_to_channels_last, grid)(
         src, out, c, cp, d * h * w, src.stride(0), src.stride(1), out.stride(0),
         ROUND_TF32=round_tf32, BLOCK_C=32, BLOCK_S=64, num_warps=4,
     )  # fmt: skip
@@ -768,8 +800,6 @@ def conv(
         wp = torch.nn.functional.pad(wp, (0, c_k - c_g))
     if not depthwise and not direct:
         x5 = channels_last(x5, rnd, c_k)
-    from torch.library import wrap_triton  # eager: a plain launch; under torch.compile: a kernel node
-
     base = ks_conv_depthwise if depthwise else ks_conv_fwd
     elementwise = [step for step in epilogue or [] if step[0] not in ("pool", "channels")]
     kernel = epilogue_kernel(epilogue or [], len(vectors), base) if elementwise else base
@@ -778,7 +808,7 @@ def conv(
     if depthwise:  # fp32 multiply-adds: exact, whatever the precision policy
         block = 256 if space[2] < 256 else 512
         grid = (triton.cdiv(space[0] * space[1] * space[2], block), n * c * out_g)
-        wrap_triton(kernel)[grid](
+        launcher(kernel, grid)(
             x5, wp, bias if bias is not None else wp, out5, *flat,
             n, c, *x5.shape[2:], *space, out_g, *common[0], *common[1], *common[2],
             KD=k[0], KH=k[1], KW=k[2], HAS_BIAS=bias is not None, ACTIVATION=ACTIVATIONS[activation], BLOCK=block,
@@ -830,9 +860,9 @@ def conv(
     grid = (tiles_m * tiles_n, groups * phases)
     if split > 1:  # the reduction's ranges in the plain kernel (nothing is fused into a partial tile), then the sums
         plain = dict(HAS_BIAS=False, ACTIVATION=0, REDUCE=0, STATS=0, CHANNELS=0, CHANNELS_FIRST=0, EPI_SPLIT=1)
-        wrap_triton(ks_conv_fwd)[(*grid, split)](*args, **{**constexprs, **plain, "PART": 1})
+        launcher(ks_conv_fwd, (*grid, split))(*args, **{**constexprs, **plain, "PART": 1})
         constexprs["PART"] = 2
-    wrap_triton(kernel)[grid](*args[:4], *flat, *args[4:], **constexprs)
+    launcher(kernel, grid)(*args[:4], *flat, *args[4:], **constexprs)
     if reduce:
         return out5.reshape(n, out_c).to(x.dtype)
     out = out5.reshape(n, out_c, *pooled[3 - dims :])

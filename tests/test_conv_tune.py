@@ -9,6 +9,10 @@ convolution is right and its choice is cached.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -299,3 +303,158 @@ def test_a_convolution_that_sums_statistics_is_tuned_with_them_and_cached_apart(
     assert with_stats == (*plain, "stats")  # a key of its own
     assert isinstance(timed, tuple) and torch.equal(timed[1], sums)  # the timed run summed them too
     assert work == (1, 9) and conv_tune.split_counts(*work) == [2]  # 72 positions: one tile of 9 steps
+
+
+def test_the_candidates_are_compiled_together_before_their_first_runs_and_only_when_timed():
+    events = []
+
+    def compile_all(cfgs):
+        events.append(("compile", [c["BLOCK_M"] for c in cfgs]))
+
+    def run(cfg):
+        events.append(("run", cfg["BLOCK_M"]))
+
+    configs = [{"BLOCK_M": 128}, {"BLOCK_M": 64}]
+    conv_tune.choose("k-together", configs, run, lambda fn: 1.0, compile_all=compile_all)
+    assert events[:3] == [("compile", [128, 64]), ("run", 128), ("run", 64)]
+    events.clear()
+    conv_tune._MEMO.clear()
+    conv_tune.choose("k-together", configs, run, lambda fn: 1.0, compile_all=compile_all)  # read from the cache
+    assert events == []
+
+
+def test_ast_parse_takes_turns_while_candidates_compile_together(monkeypatch):
+    """Python's AST builder keeps its recursion depth in state all threads share before 3.13; two threads
+    parsing at once raised ``SystemError: AST constructor recursion depth mismatch`` in a compile of the
+    candidates on a pool of threads. Inside ``_parse_in_turn`` one ``ast.parse`` runs at a time."""
+    import ast
+    import threading
+    import time
+
+    inside, most = [0], [0]
+    lock = threading.Lock()
+
+    def slow_parse(*args, **kwargs):
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.02)
+        with lock:
+            inside[0] -= 1
+        return "parsed"
+
+    monkeypatch.setattr(ast, "parse", slow_parse)
+    with conv_tune._parse_in_turn():
+        threads = [threading.Thread(target=ast.parse, args=("x = 1",)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert most[0] == 1 and ast.parse is slow_parse
+
+
+COMPILE_TOGETHER = textwrap.dedent(
+    """
+    import os, threading, tempfile
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp()
+    os.environ["KERNELSKILL_CONV_COMPILE_THREADS"] = "3"
+    import torch
+    import triton.compiler
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime.driver import driver
+    from triton.runtime.jit import JITFunction
+
+    class Hopper:  # the active driver of an sm_90 GPU, as far as a compile needs one
+        def get_current_device(self):
+            return 0
+        def get_current_stream(self, device=None):
+            return 0
+        def get_current_target(self):
+            return GPUTarget("cuda", 90, 32)
+
+    driver.set_active(Hopper())
+    threads = set()
+    real_compile = triton.compiler.compile
+    def compile(*args, **kwargs):
+        threads.add(threading.current_thread().name.split("_")[0])
+        return real_compile(*args, **kwargs)
+    triton.compiler.compile = compile
+
+    from kernelskill.engine import conv_tune
+    from kernelskill.engine.conv import compile_only, conv, launch_config
+
+    x, w, b = torch.randn(2, 16, 9, 9), torch.randn(32, 16, 3, 3), torch.randn(32)
+    v = [torch.randn(32)]
+    epi = [["mish"], ["mul", "E0"]]
+    base = launch_config(16, 32, 9)
+    configs = conv_tune.candidates(base, 16, False, 1, epi)
+    def run(cfg, a):
+        return conv(a[0], a[1], a[2], 1, 1, precision="tf32r", epilogue=epi, vectors=a[3], config=cfg)
+    meta = [conv_tune.meta_like(t) for t in (x, w, b)] + [[conv_tune.meta_like(v[0])]]
+    bad = {**base, "BLOCK_K": 4, "BLOCK_N": 8}  # tl.dot takes no K below 16: its compile fails on its thread
+    n = conv_tune.compile_together(configs + [bad], lambda cfg: run(cfg, meta))
+    print("handed", n, "configs", len(configs), "threads", sorted(threads))
+    count = [0]
+    raw = JITFunction._do_compile
+    def counting(*args, **kwargs):
+        count[0] += 1
+        return raw(*args, **kwargs)
+    JITFunction._do_compile = counting
+    with compile_only():  # the same launches with tensors in memory: every kernel is found compiled
+        for cfg in configs:
+            run(cfg, (x, w, b, v))
+    print("compiled again", count[0])
+    """
+)
+
+
+def test_the_candidates_compile_on_a_pool_of_threads_as_their_real_launches_are_specialized():
+    """Compiled for sm_90 without a GPU (a stand-in driver): each candidate of a convolution with a fused
+    epilogue, launched on meta tensors under ``compile_only``, compiles on the pool's threads, one that fails to
+    compile among them stops none of the others, and the same launches on tensors in memory find every kernel
+    compiled (meta tensors specialize alike)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, "-c", COMPILE_TOGETHER], capture_output=True, text=True, timeout=600,
+                         env=env)  # fmt: skip
+    lines = [line.split() for line in out.stdout.splitlines()]
+    assert len(lines) == 2, out.stdout[-2000:] + out.stderr[-3000:]
+    handed, configs, threads = int(lines[0][1]), int(lines[0][3]), lines[0][5:]
+    assert configs >= 4 and handed >= configs + 1, out.stdout  # each candidate's kernel, the bad one's, the layout's
+    assert threads == ["['conv-compile']"], out.stdout  # none on this thread
+    assert lines[1] == ["compiled", "again", "0"], out.stdout
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_candidates_first_runs_find_their_kernels_compiled(monkeypatch):
+    """The tuning compiles every candidate together on meta tensors; its runs on the GPU's tensors then compile
+    nothing more (a specialization that differed would compile again, one by one, and this would fail)."""
+    from triton.runtime.jit import JITFunction
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    handed, compiled_after = [], []
+    real_together = conv_tune.compile_together
+
+    def together(cfgs, run):
+        n = real_together(cfgs, run)
+        handed.append((n, len(cfgs)))
+        raw = JITFunction._do_compile
+
+        def counting(self, *args, **kwargs):
+            compiled_after.append(self.fn.__name__)
+            return raw(self, *args, **kwargs)
+
+        monkeypatch.setattr(JITFunction, "_do_compile", counting)
+        return n
+
+    monkeypatch.setattr(conv_tune, "compile_together", together)
+    monkeypatch.setenv(conv_tune.THREADS_ENV, "4")
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(4, 24, 30, 30, generator=gen).cuda()
+    w = (torch.randn(48, 24, 3, 3, generator=gen) / 15).cuda()
+    e0 = torch.randn(48, generator=gen).cuda()
+    got = conv(x, w, None, 1, 1, precision="tf32x3", epilogue=[["mish"], ["add", "E0"]], vectors=[e0])
+    want = F.mish(F.conv2d(x.double(), w.double(), None, 1, 1)) + e0.double()[:, None, None]
+    torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-4)
+    assert len(handed) == 1 and handed[0][0] >= handed[0][1] >= 2, handed
+    assert compiled_after == [], compiled_after
