@@ -260,6 +260,7 @@ def check_source(source: str, reference: str | None = None) -> StaticReport:
             report.warnings.append(f"library call {op} (line {line}): the main work runs in cuBLAS / cuDNN")
             _label(report, "library_main_work")
     _check_forward(report, tree)
+    _check_graph_capture(report, tree)
     precisions = dot_precisions(source)
     if precisions & TF32:
         label_tf32(report)
@@ -419,6 +420,77 @@ def _check_forward(report: StaticReport, tree: ast.Module) -> None:
                 _label(report, "torch_main_work")
             elif tail in LIGHT_OPS and root in ("torch", "F", "torch.nn.functional"):
                 report.warnings.append(f"PyTorch {name} in forward, line {n.lineno}")
+
+
+_OWN_ROOTS = ("self", "tl", "triton")  # calls of these are the candidate's own (or Triton's), not PyTorch's
+
+
+def _capture_regions(tree: ast.Module) -> list[ast.AST]:
+    """Code a CUDA graph captures, and, transitively, the module's functions and methods it calls or passes on.
+
+    ``with torch.cuda.graph(...)`` bodies, a function that calls ``capture_begin``, and what
+    ``make_graphed_callables`` is given.
+    """
+    functions: dict[str, list[ast.FunctionDef]] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.FunctionDef) and not any("jit" in _dotted(d) for d in n.decorator_list):
+            functions.setdefault(n.name, []).append(n)
+    regions: list[ast.AST] = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.With) and any(
+            _dotted(item.context_expr).rpartition(".")[2] == "graph" for item in n.items
+        ):  # torch.cuda.graph(g), cuda.graph(g), graph(g)
+            regions += n.body
+        elif isinstance(n, ast.FunctionDef) and any(
+            isinstance(c, ast.Call) and _dotted(c.func).endswith("capture_begin") for c in ast.walk(n)
+        ):
+            regions.append(n)
+        elif isinstance(n, ast.Call) and _dotted(n.func).endswith("make_graphed_callables") and n.args:
+            regions.append(n.args[0])
+    seen: set[int] = set()
+    todo, out = list(regions), []
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        out.append(node)
+        for c in ast.walk(node):  # f(...), self.f(...), super().f(...), self(...), f or self.f passed on
+            name = _dotted(c) if isinstance(c, (ast.Name, ast.Attribute)) else ""
+            root, _, tail = name.rpartition(".")
+            if tail and root in ("", "self", "super", "cls"):
+                todo += functions.get("forward" if tail == "self" else tail, [])
+    return out
+
+
+def _check_graph_capture(report: StaticReport, tree: ast.Module) -> None:
+    """A heavy PyTorch op a CUDA graph captures is main work in PyTorch, wherever the capture happens.
+
+    A graph's replay dispatches no op, so a graph captured outside the forward the reviewer records (in
+    ``__init__``, say) and replayed in it would hide a cuBLAS / cuDNN call from the record of what ran.
+    """
+    if {"torch_main_work", "library_main_work"} & set(report.labels):
+        return
+    subs: dict[str, str] = {}
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        subs.update(_submodule_types(cls))
+    for region in _capture_regions(tree):
+        for n in ast.walk(region):
+            what = ""
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
+                what = "matmul (@)"
+            elif isinstance(n, (ast.Call, ast.Attribute)):
+                name = _dotted(n.func) if isinstance(n, ast.Call) else _dotted(n)
+                root, _, tail = name.rpartition(".")
+                if root == "self" and subs.get(tail, "").startswith(HEAVY_MODULES):
+                    what = f"nn.{subs[tail]} submodule self.{tail}"
+                elif isinstance(n, ast.Call) and tail in HEAVY_OPS and root and not root.startswith(_OWN_ROOTS):
+                    what = name
+            if what:
+                line = getattr(n, "lineno", "?")
+                report.warnings.append(f"PyTorch {what} captured in a CUDA graph (line {line}): its replays run it")
+                _label(report, "torch_main_work")
+                return
 
 
 _CONV = re.compile(r"\bConv(?:Transpose)?[123]d\b|\bconv(?:_transpose)?[123]d\s*\(")

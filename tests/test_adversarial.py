@@ -1,7 +1,8 @@
 """Known-bad candidates (the cheats peers' judges fell for) are all rejected, each for its reason.
 
 Every file in fixtures/adversarial names its task and the expected status and message in its
-first two lines. The same set runs on a GPU in test_reviewer_gpu.py.
+first two lines (``label:NAME``: correct, labelled NAME, not a custom-kernel success). The same set
+runs on a GPU in test_reviewer_gpu.py.
 """
 
 from pathlib import Path
@@ -30,7 +31,10 @@ def test_rejected_for_the_right_reason(path, tmp_path):
     task, status, needle = expectation(path)
     r = run_review(task, path.read_text(), tmp_path, path.stem, device="cpu", timeout_s=120)
     assert r["status"] == status, (r["status"], r.get("error_digest"))
-    assert any(n in r["error_digest"] for n in needle.split("|")), r["error_digest"]
+    if needle.startswith("label:"):  # correct, but its main work is not the candidate's own
+        assert needle[6:] in r["labels"] and r["custom_kernel"] is False, (r["labels"], r.get("warnings"))
+    else:
+        assert any(n in r["error_digest"] for n in needle.split("|")), r["error_digest"]
 
 
 def test_torch_ops_in_forward_are_labelled(tmp_path):
@@ -162,3 +166,23 @@ def test_a_candidate_raising_on_new_values_after_timing_is_at_fault(tmp_path):
     )
     r = run_review(FIXTURES / "tasks" / "scale_relu.py", source, tmp_path, "raising", device="cpu", timeout_s=120)
     assert r["status"] == "runtime_error" and "new input values" in r["error_digest"], r.get("error_digest")
+
+
+def test_a_library_op_captured_in_a_cuda_graph_is_labelled_wherever_the_capture_is():
+    """A graph's replay dispatches no op: what a graph captures is read from the source, in ``__init__`` too."""
+    from kernelskill.engine.transforms import cuda_graph_wrap
+    from kernelskill.runner.static_check import check_source
+
+    hidden = check_source((FIXTURES / "adversarial" / "graph_hidden_library.py").read_text())
+    assert "torch_main_work" in hidden.labels and any("captured in a CUDA graph" in w for w in hidden.warnings)
+    pad = "\n        "
+    for capture in (
+        pad.join(["g = torch.cuda.CUDAGraph()", "g.capture_begin()", "self.y = self.x @ self.w", "g.capture_end()"]),
+        pad.join(["self.conv = nn.Conv2d(3, 8, 3)", "self.run = torch.cuda.make_graphed_callables(self.conv, (x,))"]),
+    ):
+        head = f"class ModelNew(nn.Module):\n    def setup(self, x):{pad}{capture}\n\n"
+        source = (FIXTURES / "candidates" / "good.py").read_text().replace("class ModelNew(nn.Module):\n", head)
+        assert "torch_main_work" in check_source(source).labels, capture
+    own = cuda_graph_wrap((FIXTURES / "candidates" / "good.py").read_text())  # our own kernels, graphed: custom
+    report = check_source(own)
+    assert not report.labels and not report.strict, (report.labels, report.strict)

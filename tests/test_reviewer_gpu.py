@@ -39,7 +39,10 @@ def test_adversarial_rejected_on_gpu(path, tmp_path):
     status, needle = lines[1].removeprefix("# expect: ").split("|", 1)
     r = review(task, path.read_text(), tmp_path, path.stem, timeout_s=180)
     assert r["status"] == status, (r["status"], r.get("error_digest"))
-    assert any(n in r["error_digest"] for n in needle.split("|")), r["error_digest"]
+    if needle.startswith("label:"):  # correct, but its main work is not the candidate's own
+        assert needle[6:] in r["labels"] and r["custom_kernel"] is False, (r["labels"], r.get("warnings"))
+    else:
+        assert any(n in r["error_digest"] for n in needle.split("|")), r["error_digest"]
 
 
 def test_illegal_memory_access_is_contained(tmp_path):
