@@ -796,8 +796,10 @@ def conv(
     cfg["FLAT_K"] = bool(cfg["FLAT_K"]) and not transposed and not direct and c_k == c_g
     rnd = fp32 and precision == "tf32r" and not depthwise and not direct
     wp = packed if packed is not None else pack_weight(weight, groups, transposed, round_tf32=rnd)
-    if c_k > c_g:
-        wp = torch.nn.functional.pad(wp, (0, c_k - c_g))
+    if c_k > c_g:  # zeros after each row's channels; not F.pad, whose output of a (G, taps, 1, 1) weight
+        padded = wp.new_zeros((*wp.shape[:-1], c_k))  # is channels-last, where the kernel reads it contiguous
+        padded[..., :c_g] = wp
+        wp = padded
     if not depthwise and not direct:
         x5 = channels_last(x5, rnd, c_k)
     base = ks_conv_depthwise if depthwise else ks_conv_fwd

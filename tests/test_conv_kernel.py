@@ -1054,6 +1054,11 @@ def test_channels_padded_to_whole_slices_are_zeros_and_change_no_output():
     want = F.conv_transpose2d(x2.double(), wt.double(), None, 2, 1, 1)
     got = conv(x2, wt, None, 2, 1, transposed=True, output_padding=1, config=cfg)
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+    # one input and one output channel: the packed weight is (1, taps, 1, 1), whose F.pad was channels-last
+    x1, w1 = torch.randn(1, 1, 2, 4), torch.randn(1, 1, 3, 2)
+    want = F.conv_transpose2d(x1.double(), w1.double(), None, (3, 1), (2, 0))
+    got = conv(x1, w1, None, (3, 1), (2, 0), transposed=True, config={**cfg, "DIRECT": False})
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
 
 
 def test_a_dense_convolution_outside_our_kernel_goes_to_it_before_the_dot_precision():
