@@ -504,7 +504,7 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
         node.target = conv_transpose_nd if transposed else conv_nd
         node.kwargs = {**node.kwargs, "precision": precision}
         steps, vectors, chain = _epilogue_chain(node) if fuse else ([], [], [node])
-        across = _take_channel_step(node, steps, vectors, chain) if fuse else None
+        across = _take_channel_step(node, steps, vectors, chain, transposed) if fuse else None
         squeeze = across is not None and not across[2]
         pool = _window_pool(chain[-1], node, transposed) if fuse and not squeeze else None
         if pool is not None:  # the pooling, then the steps after it, on the pooled output
@@ -512,7 +512,7 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
             chain.append(pool[1])
             _epilogue_chain(pool[1], steps, vectors, chain)
             if across is None:  # a step over the channels may come after the pooling too
-                across = _take_channel_step(node, steps, vectors, chain)
+                across = _take_channel_step(node, steps, vectors, chain, transposed)
                 squeeze = across is not None and not across[2]
         reduced = across is not None and across[0][1] != "softmax"
         norm = _normalization(chain[-1], node, transposed) if fuse and not reduced and not squeeze else None
@@ -837,17 +837,20 @@ _CHANNEL_METHODS = {"amin": "min", "amax": "max", "sum": "sum", "mean": "mean", 
                     "softmax": "softmax", "min": "min", "max": "max"}  # fmt: skip
 
 
-def _channel_step(node: Any, conv_node: Any) -> tuple[list[Any], list[Any], bool] | None:
+def _channel_step(node: Any, conv_node: Any, transposed: bool) -> tuple[list[Any], list[Any], bool] | None:
     """``node``'s only user as the kernel's step over the channels, the nodes it replaces, and keepdim; or None.
 
     Taken, over dimension 1 only, without ``dtype``: ``amin`` / ``amax`` / ``sum`` / ``mean`` /
     ``logsumexp``, ``min`` / ``max`` with a dimension when only their values are used, and ``softmax``;
-    the convolution of one group, with at most :data:`.conv.MAX_CHANNELS` output channels.
+    the convolution of one group, with at most :data:`.conv.MAX_CHANNELS` output channels, and not of one
+    input channel (forward: the depthwise stencil, which stores its output whole).
     """
     from .conv import MAX_CHANNELS
 
-    out = node.meta.get("example_value")
+    out, shape = node.meta.get("example_value"), _weight_shape(conv_node)
     if len(node.users) != 1 or not isinstance(out, torch.Tensor) or out.dim() < 3 or out.shape[1] > MAX_CHANNELS:
+        return None
+    if shape is None or (not transposed and shape[1] == 1):
         return None
     groups = _static_arg(conv_node, 6, "groups", 1)
     user = next(iter(node.users))
@@ -891,14 +894,14 @@ def _channel_step(node: Any, conv_node: Any) -> tuple[list[Any], list[Any], bool
 
 
 def _take_channel_step(
-    conv_node: Any, steps: list[Any], vectors: list[Any], chain: list[Any]
+    conv_node: Any, steps: list[Any], vectors: list[Any], chain: list[Any], transposed: bool
 ) -> tuple[list[Any], list[Any], bool] | None:
     """:func:`_channel_step` after ``chain``'s last node, taken into ``steps`` / ``chain`` in place.
 
     Where the channel dimension stays, the element-wise steps after it are taken too. Returns what
     :func:`_channel_step` found, or None.
     """
-    across = _channel_step(chain[-1], conv_node)
+    across = _channel_step(chain[-1], conv_node, transposed)
     if across is not None:
         steps.append(across[0])
         chain.extend(across[1])

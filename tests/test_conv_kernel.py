@@ -789,6 +789,24 @@ def test_a_graphs_step_over_the_channels_is_fused_into_the_kernel():
     _all_close(got, want, 1e-5)
 
 
+class _OneInputChannel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(1, 8, 3, padding=1)  # one input channel: the depthwise stencil
+
+    def forward(self, x):
+        return torch.max(torch.relu(self.a(x)), dim=1, keepdim=True)[0]
+
+
+def test_a_channel_step_after_a_convolution_of_one_input_channel_stays_in_pytorch():
+    """Its convolution runs the depthwise stencil, which fuses element-wise steps only (fusing the step failed
+    the trace: "a channel step needs one group of at most 128 output channels")."""
+    torch.manual_seed(27)
+    seen, _, got, want = _rewritten(_OneInputChannel().eval(), torch.randn(2, 1, 9, 7))
+    assert seen == [["conv2d -> our implicit-GEMM Triton kernel (ieee), with relu fused before its store"]], seen
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
 class _ReadTwice(torch.nn.Module):
     def __init__(self):
         super().__init__()

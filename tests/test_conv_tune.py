@@ -458,3 +458,56 @@ def test_on_the_gpu_the_candidates_first_runs_find_their_kernels_compiled(monkey
     torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-4)
     assert len(handed) == 1 and handed[0][0] >= handed[0][1] >= 2, handed
     assert compiled_after == [], compiled_after
+
+
+def _random_convolution(rng):
+    """A convolution of random form (1-3-D, transposed or not, strides, padding, dilation, groups, output padding)."""
+    dims, transposed = rng.choice([1, 2, 2, 3]), rng.random() < 0.4
+    groups = rng.choice([1, 1, 2, 3])
+    cin = groups * rng.choice([1, 2, 3, 5, 16, 17, 20])
+    cout = groups * rng.choice([1, 2, 7, 16, 19, 40])
+    k = [rng.choice([1, 2, 3, 4] if dims < 3 else [1, 2, 3]) for _ in range(dims)]
+    s = [rng.choice([1, 1, 2, 3]) for _ in range(dims)]
+    d = [rng.choice([1, 1, 2]) for _ in range(dims)]
+    if transposed:
+        p = [rng.randint(0, d[i] * (k[i] - 1)) for i in range(dims)]
+        op = [rng.randint(0, max(s[i], d[i]) - 1) for i in range(dims)]
+        size = [rng.randint(1, 6) for _ in range(dims)]
+        for i in range(dims):  # an output of at least one position
+            while (size[i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + op[i] < 0:
+                size[i] += 1
+    else:
+        p, op = [rng.randint(0, k[i]) for i in range(dims)], [0] * dims
+        size = [max(rng.randint(1, 7), d[i] * (k[i] - 1) + 1 - 2 * p[i]) for i in range(dims)]
+    return dims, transposed, groups, cin, cout, k, s, p, d, op, size
+
+
+def test_random_convolutions_equal_pytorch_under_every_tuning_candidate():
+    """Seeded random forms, each under every configuration its tuning may time (one of them picked by a GPU's
+    timings, unchecked): the interpreter against PyTorch in float64. (Found: a transposed convolution of one
+    input and one output channel was wrong under the channel-padded candidate.)"""
+    import math
+    import random
+
+    rng = random.Random(20261205)
+    for case in range(14):
+        dims, transposed, groups, cin, cout, k, s, p, d, op, size = _random_convolution(rng)
+        gen = torch.Generator().manual_seed(case)
+        x = torch.randn(rng.choice([1, 2]), cin, *size, generator=gen)
+        shape = (cin, cout // groups, *k) if transposed else (cout, cin // groups, *k)
+        w = torch.randn(*shape, generator=gen) / math.sqrt(cin * math.prod(k))
+        b = torch.randn(cout, generator=gen) if rng.random() < 0.7 else None
+        bd = None if b is None else b.double()
+        if transposed:
+            want = [F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d][dims - 1](
+                x.double(), w.double(), bd, s, p, op, groups, d
+            )
+        else:
+            want = [F.conv1d, F.conv2d, F.conv3d][dims - 1](x.double(), w.double(), bd, s, p, d, groups)
+        c_g, out_g = cin // groups, cout // groups
+        base = launch_config(c_g, out_g, math.prod(k), transposed)
+        for cfg in [None, *conv_tune.candidates(base, c_g, transposed, groups, None, (1, 64))]:
+            got = conv(x, w, b, s, p, d, groups, transposed=transposed, output_padding=op, config=cfg)
+            where = (dims, transposed, groups, cin, cout, k, s, p, d, op, size, cfg)
+            assert got.shape == want.shape, where
+            torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-4, msg=lambda m, w=where: f"{w}: {m}")
