@@ -39,18 +39,19 @@ Each transform implements the method of the skill cards that name it (``transfor
   the ``dot_precision`` round the policy's rule ``attention-unfused`` puts it ahead of. A later recapture
   keeps the fused form.
 - ``conv_kernel`` (card ``implicit-gemm-conv``): a compiler seed with a convolution (a cuDNN call or a Triton
-  template) recaptured with every convolution in our implicit-GEMM kernel (``engine/conv.py``; transposed ones
-  by phase decomposition, depthwise ones in fp32 multiply-adds), two captures: products in ``tf32r``
-  (TF32 rounded to nearest, as cuDNN's TF32 convolutions, which PyTorch's defaults allow under either precision
-  policy, also in a task whose GEMMs must stay fp32: the rule is per product, and only the convolutions move) and
-  in ``tf32x3``. The reviewer allows a convolution the error of the reference with TF32 convolutions, even where
-  cuDNN ran the reference's exact; where it cannot run that, only the near-fp32 capture stays correct. The
-  element-wise tail of each convolution in the graph is computed in the kernel before its store
-  (``reformulate.conv_kernel_forms``), and so are a step over the output channels after it (min, max, sum,
-  mean, logsumexp, softmax), a max or average pooling whose window is its stride, and a mean over every
-  spatial dimension, each with the element-wise steps after it; a batch, group or instance norm after the tail
-  takes its statistics from sums the kernel adds up as it stores; Inductor fuses the rest into its own kernels.
-  A later recapture keeps the form.
+  template) recaptured with every convolution in our implicit-GEMM kernel (``engine/conv.py``; transposed ones by
+  phase decomposition, depthwise ones in fp32 multiply-adds), two captures: products in ``tf32r`` (TF32 rounded to
+  nearest, as cuDNN's TF32 convolutions, which PyTorch's defaults allow under either precision policy, also in a
+  task whose GEMMs must stay fp32: the rule is per product, and only the convolutions move) and in ``tf32x3`` (side
+  by side where the run's GPU is shared, as in an eval: its timings then take turns alone; one after the other
+  otherwise, so that neither's tuning is timed beside the other's). The reviewer allows a convolution the error of
+  the reference with TF32 convolutions, even where cuDNN ran the reference's exact; where it cannot run that, only
+  the near-fp32 capture stays correct. The element-wise tail of each convolution in the graph is computed in the
+  kernel before its store (``reformulate.conv_kernel_forms``), and so are a step over the output channels after it
+  (min, max, sum, mean, logsumexp, softmax), a max or average pooling whose window is its stride, and a mean over
+  every spatial dimension, each with the element-wise steps after it; a batch, group or instance norm after the tail
+  takes its statistics from sums the kernel adds up as it stores; Inductor fuses the rest into its own kernels. A
+  later recapture keeps the form.
 
 The reviewer judges every result like any other candidate; a transform only proposes.
 """
@@ -58,6 +59,7 @@ The reviewer judges every result like any other candidate; a transform only prop
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +73,7 @@ from kernelskill.engine.inductor_seed import (
 )
 from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
+from kernelskill.runner import gpu_share
 from kernelskill.runner.dot_precision import applied_precision, count_exact_dots
 from kernelskill.runner.static_check import tf32_allowed
 
@@ -260,8 +263,14 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
         # TF32 convolutions (runner/correctness.py), except where it cannot run that (the CPU, low-memory mode, a
         # user's torch.backends.cudnn.allow_tf32 = False), where only near-fp32 products stay within the
         # reference's own error: both, the reviewer decides
-        sources, notes, problem = _recapture(*args, conv_kernel="tf32r")
-        exact, exact_notes, exact_problem = _recapture(*args, conv_kernel="tf32x3")
+        forms = ("tf32r", "tf32x3")
+        if gpu_share.active():  # two child processes compiling at once; their GPU timings take turns alone
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                futures = [pool.submit(_recapture, *args, conv_kernel=form) for form in forms]
+                results = [f.result() for f in futures]
+        else:
+            results = [_recapture(*args, conv_kernel=form) for form in forms]
+        (sources, notes, problem), (exact, exact_notes, exact_problem) = results
         return sources + exact, notes + exact_notes, "" if sources or exact else problem or exact_problem
     if transform == "conv_gemm" and variant is not None:
         sources, notes, problem = _recapture(ctx, task_path, workdir, base, variant, True, graphed, "conv_gemm")

@@ -395,6 +395,42 @@ def test_the_conv_kernel_transform_recaptures_a_seed_with_a_convolution(tmp_path
     assert calls[-1] == "tf32r"  # a later recapture keeps the form and its precision
 
 
+def test_the_two_conv_kernel_captures_run_side_by_side_on_a_shared_gpu_only(tmp_path, monkeypatch):
+    """On a shared GPU (an eval) every timing takes its turn alone, so the two captures compile at once; on a GPU
+    of its own they run one after the other, so that neither's tuning is timed beside the other's work."""
+    import threading
+    import time
+
+    from kernelskill.engine import transforms
+    from kernelskill.engine.compiler import SEED_MARK, SeedOutcome
+    from kernelskill.graph.context import Context
+    from kernelskill.runner import gpu_share
+
+    spans, lock = [], threading.Lock()
+
+    def capture(ctx, task_path, variant, workdir, *args, conv_kernel=None, **kwargs):
+        t0 = time.perf_counter()
+        time.sleep(0.3 if conv_kernel == "tf32r" else 0.1)  # the first one ends last
+        with lock:
+            spans.append((conv_kernel, t0, time.perf_counter()))
+        return SeedOutcome(variant, source=f'"""{SEED_MARK} {conv_kernel}"""\n', capture={}, wall_s=0.3)
+
+    monkeypatch.setattr(transforms, "capture_variant", capture)
+    task = tmp_path / "t.py"
+    forward = "    def forward(self, x):\n        return torch.conv2d(x, x)\n"
+    task.write_text("import torch\nclass Model(torch.nn.Module):\n" + forward)
+    seed = f"\"\"\"{SEED_MARK} for t: TorchInductor's kernels (variant 'default'), captured\"\"\"\n"
+    seed += "extern_kernels.convolution(x)"
+    for shared in (False, True):
+        spans.clear()
+        if shared:
+            monkeypatch.setenv(gpu_share.ENV, str(tmp_path / "locks"))
+        sources, _, problem = transforms.apply("conv_kernel", seed, Context(), str(task), tmp_path)
+        assert not problem and ["tf32r" in sources[0], "tf32x3" in sources[1]] == [True, True]  # in their order
+        (_, a0, a1), (_, b0, b1) = sorted(spans)
+        assert (max(a0, b0) < min(a1, b1)) is shared, spans  # overlapping only on a shared GPU
+
+
 def test_an_epilogue_of_element_wise_steps_runs_in_the_kernels_store():
     torch.manual_seed(8)
     x, w, b = _inputs(CASES["2d-grouped"], transposed=False, seed=8)
