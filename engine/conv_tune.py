@@ -347,10 +347,7 @@ def compile_together(configs: list[dict[str, Any]], run: Callable[[dict[str, Any
 
     from .conv import compile_only
 
-    try:
-        threads = int(os.environ.get(THREADS_ENV, "").strip() or min(os.cpu_count() or 1, THREADS_MAX))
-    except ValueError:
-        threads = min(os.cpu_count() or 1, THREADS_MAX)
+    threads = compile_threads()
     if threads < 2 or len(configs) < 2:
         return 0
     mode = None
@@ -370,6 +367,15 @@ def compile_together(configs: list[dict[str, Any]], run: Callable[[dict[str, Any
     finally:  # the mode never stays on (Triton 3.6 turns it off once all compiles are finalized): no launch would run
         if mode is not None and _async_compile.active_mode.get() is mode:
             _async_compile.active_mode.set(None)
+
+
+def compile_threads() -> int:
+    """Threads :func:`compile_together` compiles on: ``KERNELSKILL_CONV_COMPILE_THREADS``, else the CPUs (at most 8)."""
+    default = min(os.cpu_count() or 1, THREADS_MAX)
+    try:
+        return int(os.environ.get(THREADS_ENV, "").strip() or default)
+    except ValueError:
+        return default
 
 
 _PARSE_LOCK = threading.Lock()

@@ -5,6 +5,7 @@
     python -m kernelskill.evals.bench_conv --tasks DIR --whole --out DIR   # whole tasks, epilogues fused
     python -m kernelskill.evals.bench_conv --tasks DIR --static --out DIR  # registers and spills (CPU, sm_90)
     python -m kernelskill.evals.bench_conv --tuning --out DIR   # what the per-shape tuning timed (its cache)
+    python -m kernelskill.evals.bench_conv --tasks DIR --compile-time --out DIR  # the tuning's compile time
 
 Every task file of the folders (default: the bundled suite's levels) is traced on the meta device
 (no memory, no compute), and each distinct convolution its reference calls (``torch.conv{1,2,3}d``,
@@ -38,6 +39,11 @@ each convolution of each task's rewritten forward, compiled for sm_90 as launche
 per thread and bytes spilled to local memory (``bench_static.jsonl``, ``bench_static.md``); ``--config``
 is merged into each (``'{"EPI_SPLIT": 1}'``: every tile finished whole). It is redone whole on each run.
 
+``--compile-time`` needs no GPU either (:func:`compile_time_rows`): per convolution, the wall time of
+compiling its tuning candidates' kernels one by one (as their first runs would) and together on a pool of
+threads (``engine/conv_tune.py: compile_together``), each way in a fresh process with an empty Triton
+cache, for this GPU or, without one, for sm_90 (``compile_time.jsonl``, ``compile_time.md``).
+
 ``--tuning`` needs no GPU either: it writes ``tuning.md`` from this machine's tuning cache (the
 ``conv_configs`` entries under ``KERNELSKILL_CACHE_DIR``): per convolution tuned, every candidate's time as
 a multiple of the fastest's, the default marked.
@@ -50,6 +56,7 @@ import contextlib
 import inspect
 import json
 import math
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -182,21 +189,13 @@ def _launches_recorded() -> Iterator[list[tuple[Any, dict[str, Any], dict[str, A
         torch.library.wrap_triton = real
 
 
-def static_rows(
-    task_path: Path, precision: str = "tf32r", config: dict[str, Any] | None = None
-) -> list[dict[str, Any]]:
-    """``--static``: each tuning candidate of each convolution ``task_path``'s rewrite calls, compiled for sm_90.
+def conv_calls(task_path: Path, precision: str = "tf32r") -> list[dict[str, Any]]:
+    """Every call of :func:`~kernelskill.engine.conv.conv` that ``task_path``'s ``conv_kernel`` rewrite makes.
 
-    The task's forward runs through the ``conv_kernel`` rewrite on the meta device (:func:`fusions`), every
-    call of :func:`~kernelskill.engine.conv.conv` recorded with its fused steps. For each distinct call and
-    each launch configuration its tuning would time (``conv_tune.candidates``; ``config`` merged into each),
-    the convolution kernel's launch is compiled as Triton would compile it for those shapes
-    (``runner/compile_check.py: compile_as_launched``) and ptxas reports its registers per thread, the
-    bytes it spills to local memory, and Triton its shared memory. No GPU.
+    With its fused steps, traced on the meta device (:func:`fusions`; the kernels' launches recorded, not run).
+    No GPU.
     """
     from kernelskill.engine import conv as conv_module
-    from kernelskill.engine import conv_tune
-    from kernelskill.runner.compile_check import compile_as_launched, resource_usage
 
     real_conv = conv_module.conv
     calls: list[dict[str, Any]] = []
@@ -211,7 +210,20 @@ def static_rows(
             _rewritten_on_meta(task_path, precision, run=True)
     finally:
         conv_module.conv = real_conv
-    rows: list[dict[str, Any]] = []
+    return calls
+
+
+def tuning_candidates(
+    calls: list[dict[str, Any]],
+) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]]:
+    """Each distinct call of ``calls`` (:func:`conv_calls`), with what its tuning would time.
+
+    Its description, the launch configurations (``conv_tune.candidates``; a depthwise convolution: its one
+    configuration), and the call.
+    """
+    from kernelskill.engine import conv as conv_module
+    from kernelskill.engine import conv_tune
+
     seen: set[str] = set()
     for call in calls:
         x, weight = call["x"], call["weight"]
@@ -231,11 +243,30 @@ def static_rows(
         positions, phases = _positions_phases(call)
         work = conv_module.grid_work(positions, out_g, groups, phases, taps, c_g, base)
         configs = [base] if depthwise else conv_tune.candidates(base, c_g, transposed, groups, desc["epilogue"], work)
+        yield desc, configs, call
+
+
+def static_rows(
+    task_path: Path, precision: str = "tf32r", config: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """``--static``: each tuning candidate of each convolution ``task_path``'s rewrite calls, compiled for sm_90.
+
+    For each distinct call of the rewrite (:func:`conv_calls`) and each launch configuration its tuning would time
+    (:func:`tuning_candidates`; ``config`` merged into each), the convolution kernel's launch is compiled as
+    Triton would compile it for those shapes (``runner/compile_check.py: compile_as_launched``) and ptxas
+    reports its registers per thread, the bytes it spills to local memory, and Triton its shared memory. No GPU.
+    """
+    from kernelskill.engine import conv as conv_module
+    from kernelskill.runner.compile_check import compile_as_launched, resource_usage
+
+    calls = conv_calls(task_path, precision)
+    rows: list[dict[str, Any]] = []
+    for desc, configs, call in tuning_candidates(calls):
         for cand in configs:
             row = {**desc, "config": {**cand, **(config or {})}}
             try:
                 with _launches_recorded() as launches:
-                    real_conv(**{**call, "config": row["config"]})
+                    conv_module.conv(**{**call, "config": row["config"]})
                 kernels = [rec for rec in launches if rec[0].fn.__name__.startswith("ks_conv")]
                 row["kernel"] = kernels[-1][0].fn.__name__
                 row["EPI_SPLIT"] = kernels[-1][2].get("EPI_SPLIT")
@@ -245,6 +276,134 @@ def static_rows(
                 row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
             rows.append(row)
     return rows
+
+
+COMPILE_TIME_CHILD = """
+import json, os, sys, tempfile, time
+os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="ks-compile-time-")  # nothing compiled yet
+import torch
+if not torch.cuda.is_available():  # Triton's active driver as far as a compile needs one: an sm_90 target
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime.driver import driver
+
+    class Hopper:
+        def get_current_device(self):
+            return 0
+
+        def get_current_stream(self, device=None):
+            return 0
+
+        def get_current_target(self):
+            return GPUTarget("cuda", 90, 32)
+
+    driver.set_active(Hopper())
+from pathlib import Path
+from kernelskill.engine import conv as conv_module
+from kernelskill.engine import conv_tune
+from kernelskill.evals.bench_conv import conv_calls, tuning_candidates
+
+task, precision, mode = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+for desc, configs, call in tuning_candidates(conv_calls(task, precision)):
+    if len(configs) < 2:
+        continue
+    run = lambda cfg: conv_module.conv(**{**call, "config": cfg})
+    t0 = time.perf_counter()
+    if mode == "together":
+        conv_tune.compile_together(configs, run)
+    else:
+        with conv_module.compile_only():
+            for cfg in configs:
+                try:
+                    run(cfg)
+                except Exception:
+                    pass
+    print(json.dumps({**desc, "candidates": len(configs), "s": round(time.perf_counter() - t0, 3)}), flush=True)
+"""
+
+
+def compile_time_rows(task_path: Path, precision: str = "tf32r") -> list[dict[str, Any]]:
+    """``--compile-time``: per distinct convolution of ``task_path``'s rewrite, its tuning candidates' compile time.
+
+    Their kernels compiled one by one (as the first runs would compile them) and together
+    (``conv_tune.compile_together``), each way in a fresh process with an empty Triton cache, on the meta
+    device (no memory, nothing run). Without a GPU, for an sm_90 target. Depthwise convolutions (one
+    configuration) are left out.
+    """
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    rows: dict[str, dict[str, Any]] = {}
+    for mode in ("one by one", "together"):
+        done = subprocess.run(
+            [sys.executable, "-c", COMPILE_TIME_CHILD, str(task_path), precision, mode],
+            capture_output=True, text=True, timeout=3600, env=env,
+        )  # fmt: skip
+        lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+        if done.returncode != 0 and not lines:
+            last = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
+            raise RuntimeError(f"{mode}: {last[0]}")
+        for row in lines:
+            seconds = row.pop("s")
+            rows.setdefault(json.dumps(row, default=str), row)[mode] = seconds
+    return list(rows.values())
+
+
+def compile_time_markdown(rows: list[dict[str, Any]], target: str, threads: int) -> str:
+    """``--compile-time``'s table: per convolution, its candidates' compile one by one and together, and totals."""
+    lines = [
+        f"Compile time of each convolution's tuning candidates ({target}; {threads} threads together, "
+        f"{os.cpu_count()} CPUs)",
+        "",
+        "| task | input | weight | candidates | one by one (s) | together (s) | ratio |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['task']} | | | | | | {r['error']} |")
+            continue
+        ratio = r["one by one"] / r["together"] if r.get("together") else float("nan")
+        lines.append(
+            f"| {r['task']} | {r['input']} | {r['weight']} | {r['candidates']} | {r['one by one']:.1f} "
+            f"| {r['together']:.1f} | {ratio:.2f} |"
+        )
+    timed = [r for r in rows if "error" not in r and r.get("together")]
+    one, together = sum(r["one by one"] for r in timed), sum(r["together"] for r in timed)
+    if timed:
+        total = f"{one:.1f} s one by one, {together:.1f} s together ({one / together:.2f}x)"
+        lines += ["", f"{len(timed)} convolutions: {total}."]
+    return "\n".join(lines) + "\n"
+
+
+def compile_time(folders: list[Path], out: Path, precision: str) -> int:
+    """``--compile-time``: :func:`compile_time_rows` for each task of ``folders`` with a convolution, into ``out``."""
+    import torch
+
+    from kernelskill.engine import conv_tune
+
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    with open(out / "compile_time.jsonl", "w") as log:
+        for folder in folders:
+            for task_path in _numbered(folder):
+                task = f"{folder.name}/{task_path.stem}"
+                try:
+                    if not trace_convs(task_path):
+                        continue
+                    found = [{"task": task, **r} for r in compile_time_rows(task_path, precision)]
+                except Exception as e:  # noqa: BLE001 - one task that does not trace or compile is a row
+                    found = [{"task": task, "error": f"{type(e).__name__}: {str(e)[:200]}"}]
+                for row in found:
+                    log.write(json.dumps(row, default=str) + "\n")
+                    log.flush()
+                    print(task, row.get("candidates"), row.get("one by one"), row.get("together"), row.get("error", ""),
+                          flush=True)  # fmt: skip
+                rows += found
+    target = torch.cuda.get_device_name() if torch.cuda.is_available() else "sm_90 compiles on the CPU, no GPU"
+    (out / "compile_time.md").write_text(compile_time_markdown(rows, target, conv_tune.compile_threads()))
+    print(f"table: {out / 'compile_time.md'}")
+    return 0
 
 
 def _positions_phases(call: dict[str, Any]) -> tuple[int, int]:
@@ -762,6 +921,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--static", action="store_true",
                     help="compile each convolution's tuning candidates for sm_90 and report registers and spills "
                     "(no GPU needed)")  # fmt: skip
+    ap.add_argument("--compile-time", action="store_true",
+                    help="time the compile of each convolution's tuning candidates, one by one and together "
+                    "(no GPU needed: sm_90)")  # fmt: skip
     ap.add_argument("--tuning", action="store_true",
                     help="write what the per-shape tuning timed, from this cache (no GPU needed)")  # fmt: skip
     ap.add_argument("--shard", default="0/1", help="with --whole: K/N, every N-th task from the K-th (0-based)")
@@ -795,6 +957,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.static:
         return static(folders, args.out, args.precision, json.loads(args.config))
+    if args.compile_time:
+        return compile_time(folders, args.out, args.precision)
     found = list(task_convs(folders))
     if args.list:
         for task, rec in found:

@@ -459,3 +459,19 @@ def test_a_convolution_with_a_sample_of_2_31_elements_stays_off_our_kernel(tmp_p
         )
     )
     assert fusions(tmp_path / "t.py") == ["conv2d -> our implicit-GEMM Triton kernel (tf32r)"]
+
+
+def test_the_compile_time_of_the_tuning_candidates_one_by_one_and_together(tmp_path):
+    """``--compile-time``: per convolution, its candidates' kernels compiled for sm_90 (no GPU), one by one and
+    together on a pool of threads, each way in a fresh process with an empty Triton cache; a table with totals."""
+    from kernelskill.evals.bench_conv import main
+
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "4_mish.py").write_text(MISH_TASK)
+    assert main(["--tasks", str(tmp_path / "tasks"), "--compile-time", "--out", str(tmp_path / "out")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "out" / "compile_time.jsonl").read_text().splitlines()]
+    assert len(rows) == 1 and "error" not in rows[0], rows
+    assert rows[0]["input"] == [64, 64, 256, 256] and rows[0]["candidates"] >= 5
+    assert rows[0]["one by one"] > 0 and rows[0]["together"] > 0
+    table = (tmp_path / "out" / "compile_time.md").read_text()
+    assert "sm_90" in table and "1 convolutions:" in table and "| tasks/4_mish |" in table
