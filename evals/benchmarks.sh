@@ -69,5 +69,7 @@ if [ -n "${KB:-}" ]; then CONV_TASKS="$KB/level1 $KB/level2"; else CONV_TASKS=""
 "$PY" -m kernelskill.evals.bench_conv ${CONV_TASKS:+--tasks $CONV_TASKS} --static --out "$BENCH/bench-static" || exit $?
 "$PY" -m kernelskill.evals.bench_conv ${CONV_TASKS:+--tasks $CONV_TASKS} --static --config '{"EPI_SPLIT": 1}' \
     --out "$BENCH/bench-static-whole-tile" || exit $?
+"$PY" -m kernelskill.evals.bench_conv ${CONV_TASKS:+--tasks $CONV_TASKS} --compile-time --out "$BENCH/compile-time" \
+    > /dev/null || exit $?
 "$PY" -m kernelskill.evals.bench_conv --tuning --out "$BENCH/conv-tuning" > /dev/null || exit $?
-echo "tables: $BENCH/*/summary.md, $BENCH/policies-*.md, $BENCH/bench-conv/bench_conv.md, $BENCH/bench-whole/bench_whole.md, $BENCH/bench-static*/bench_static.md, $BENCH/conv-tuning/tuning.md"
+echo "tables: $BENCH/*/summary.md, $BENCH/policies-*.md, $BENCH/bench-conv/bench_conv.md, $BENCH/bench-whole/bench_whole.md, $BENCH/bench-static*/bench_static.md, $BENCH/compile-time/compile_time.md, $BENCH/conv-tuning/tuning.md"
