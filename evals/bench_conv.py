@@ -53,11 +53,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import inspect
 import json
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -282,21 +283,10 @@ COMPILE_TIME_CHILD = """
 import json, os, sys, tempfile, time
 os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="ks-compile-time-")  # nothing compiled yet
 import torch
-if not torch.cuda.is_available():  # Triton's active driver as far as a compile needs one: an sm_90 target
-    from triton.backends.compiler import GPUTarget
-    from triton.runtime.driver import driver
+if not torch.cuda.is_available():  # compiles for sm_90 without a GPU
+    from kernelskill.runner.compile_check import sm90_driver
 
-    class Hopper:
-        def get_current_device(self):
-            return 0
-
-        def get_current_stream(self, device=None):
-            return 0
-
-        def get_current_target(self):
-            return GPUTarget("cuda", 90, 32)
-
-    driver.set_active(Hopper())
+    sm90_driver()
 from pathlib import Path
 from kernelskill.engine import conv as conv_module
 from kernelskill.engine import conv_tune
@@ -384,22 +374,11 @@ def compile_time(folders: list[Path], out: Path, precision: str) -> int:
 
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
-    with open(out / "compile_time.jsonl", "w") as log:
-        for folder in folders:
-            for task_path in _numbered(folder):
-                task = f"{folder.name}/{task_path.stem}"
-                try:
-                    if not trace_convs(task_path):
-                        continue
-                    found = [{"task": task, **r} for r in compile_time_rows(task_path, precision)]
-                except Exception as e:  # noqa: BLE001 - one task that does not trace or compile is a row
-                    found = [{"task": task, "error": f"{type(e).__name__}: {str(e)[:200]}"}]
-                for row in found:
-                    log.write(json.dumps(row, default=str) + "\n")
-                    log.flush()
-                    print(task, row.get("candidates"), row.get("one by one"), row.get("together"), row.get("error", ""),
-                          flush=True)  # fmt: skip
-                rows += found
+    for task, found in _task_rows(folders, out / "compile_time.jsonl", lambda p: compile_time_rows(p, precision), {}):
+        rows += found
+        for row in found:
+            print(task, row.get("candidates"), row.get("one by one"), row.get("together"), row.get("error", ""),
+                  flush=True)  # fmt: skip
     target = torch.cuda.get_device_name() if torch.cuda.is_available() else "sm_90 compiles on the CPU, no GPU"
     (out / "compile_time.md").write_text(compile_time_markdown(rows, target, conv_tune.compile_threads()))
     print(f"table: {out / 'compile_time.md'}")
@@ -509,27 +488,39 @@ def tuning_markdown(entries: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def static(folders: list[Path], out: Path, precision: str, config: dict[str, Any]) -> int:
-    """``--static``: :func:`static_rows` for each task of ``folders`` with a convolution; jsonl and table in ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    rows: list[dict[str, Any]] = []
-    with open(out / "bench_static.jsonl", "w") as log:
+def _task_rows(
+    folders: list[Path], log_path: Path, rows_of: Callable[[Path], list[dict[str, Any]]], blank: dict[str, Any]
+) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """For each task of ``folders`` with a convolution: its name and ``rows_of(path)``, each row added to ``log_path``.
+
+    A task that does not trace, or whose rows fail, is one row: ``blank`` with its ``error``.
+    """
+    with open(log_path, "w") as log:
         for folder in folders:
             for task_path in _numbered(folder):
                 task = f"{folder.name}/{task_path.stem}"
                 try:
                     if not trace_convs(task_path):
                         continue
-                    found = [{"task": task, **r} for r in static_rows(task_path, precision, config)]
+                    found = [{"task": task, **r} for r in rows_of(task_path)]
                 except Exception as e:  # noqa: BLE001 - one task that does not trace is a row
-                    found = [{"task": task, "input": [], "weight": [], "epilogue": [], "config": {},
-                              "error": f"{type(e).__name__}: {str(e)[:200]}"}]  # fmt: skip
+                    found = [{"task": task, **blank, "error": f"{type(e).__name__}: {str(e)[:200]}"}]
                 for row in found:
                     log.write(json.dumps(row, default=str) + "\n")
                     log.flush()
-                rows += found
-                spill = [r for r in found if r.get("spill_stores", 0) > 0]
-                print(f"{task}: {len(found)} candidates, {len(spill)} spilling", flush=True)
+                yield task, found
+
+
+def static(folders: list[Path], out: Path, precision: str, config: dict[str, Any]) -> int:
+    """``--static``: :func:`static_rows` for each task of ``folders`` with a convolution; jsonl and table in ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    blank: dict[str, Any] = {"input": [], "weight": [], "epilogue": [], "config": {}}
+    rows_of = functools.partial(static_rows, precision=precision, config=config)
+    for task, found in _task_rows(folders, out / "bench_static.jsonl", rows_of, blank):
+        rows += found
+        spill = [r for r in found if r.get("spill_stores", 0) > 0]
+        print(f"{task}: {len(found)} candidates, {len(spill)} spilling", flush=True)
     label = precision + (f", {json.dumps(config)}" if config else "")
     (out / "bench_static.md").write_text(static_markdown(rows, label))
     print(f"table: {out / 'bench_static.md'}")

@@ -50,6 +50,28 @@ class Launch:
         )
 
 
+def sm90_driver() -> None:
+    """Make Triton's active driver a stand-in for an sm_90 GPU's, as far as a compile needs one: no GPU.
+
+    Then ``JITFunction.warmup`` (and Triton's ``AsyncCompileMode``) compile for sm_90 on a machine without
+    one; nothing can be launched. For measuring compiles (``bench_conv --compile-time``) and their tests.
+    """
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime.driver import driver
+
+    class Hopper:
+        def get_current_device(self) -> int:
+            return 0
+
+        def get_current_stream(self, device: int | None = None) -> int:
+            return 0
+
+        def get_current_target(self) -> Any:
+            return GPUTarget("cuda", 90, 32)
+
+    driver.set_active(Hopper())
+
+
 def arg_type(value: Any) -> str:
     """A launch argument's type in a Triton signature (a tensor: its pointer type, e.g. ``*fp32``)."""
     if hasattr(value, "data_ptr") and hasattr(value, "dtype"):

@@ -360,19 +360,10 @@ COMPILE_TOGETHER = textwrap.dedent(
     os.environ["KERNELSKILL_CONV_COMPILE_THREADS"] = "3"
     import torch
     import triton.compiler
-    from triton.backends.compiler import GPUTarget
-    from triton.runtime.driver import driver
     from triton.runtime.jit import JITFunction
+    from kernelskill.runner.compile_check import sm90_driver
 
-    class Hopper:  # the active driver of an sm_90 GPU, as far as a compile needs one
-        def get_current_device(self):
-            return 0
-        def get_current_stream(self, device=None):
-            return 0
-        def get_current_target(self):
-            return GPUTarget("cuda", 90, 32)
-
-    driver.set_active(Hopper())
+    sm90_driver()  # compiles for sm_90, no GPU
     threads = set()
     real_compile = triton.compiler.compile
     def compile(*args, **kwargs):
