@@ -34,6 +34,7 @@ LIGHT_OPS = {
     "cross_entropy", "mse_loss", "softplus", "leaky_relu", "hardswish", "elu", "clamp", "where", "pow",
 }  # fmt: skip
 HEAVY_MODULES = ("Linear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose", "MultiheadAttention", "LSTM", "GRU", "RNN")
+_OWN_ROOTS = ("self", "tl", "triton")  # calls of these are the candidate's own (or Triton's), not PyTorch's
 # Names a candidate must not rebind: PyTorch's functions and global numerics flags are shared with
 # the reference in the same process (a patched torch.matmul or allow_tf32 changes what it computes).
 TORCH_ROOTS = ("torch", "F", "nn")
@@ -415,14 +416,11 @@ def _check_forward(report: StaticReport, tree: ast.Module) -> None:
             if root == "self" and tail in subs and subs[tail].startswith(HEAVY_MODULES):
                 report.warnings.append(f"nn.{subs[tail]} submodule self.{tail} called in forward, line {n.lineno}")
                 _label(report, "torch_main_work")
-            elif tail in HEAVY_OPS and root and not root.startswith(("self", "tl", "triton")):
+            elif tail in HEAVY_OPS and root and not root.startswith(_OWN_ROOTS):
                 report.warnings.append(f"PyTorch {name} in forward, line {n.lineno}")
                 _label(report, "torch_main_work")
             elif tail in LIGHT_OPS and root in ("torch", "F", "torch.nn.functional"):
                 report.warnings.append(f"PyTorch {name} in forward, line {n.lineno}")
-
-
-_OWN_ROOTS = ("self", "tl", "triton")  # calls of these are the candidate's own (or Triton's), not PyTorch's
 
 
 def _capture_regions(tree: ast.Module) -> list[ast.AST]:
