@@ -517,7 +517,9 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
         reduced = across is not None and across[0][1] != "softmax"
         norm = _normalization(chain[-1], node, transposed) if fuse and not reduced and not squeeze else None
         keepdim = _spatial_mean(chain[-1]) if fuse and not reduced and norm is None else None
-        what = f"{name} -> our implicit-GEMM Triton kernel ({precision})"
+        shape = _weight_shape(node)
+        stencil = not transposed and shape is not None and shape[1] == 1
+        what = f"{name} -> our {'depthwise stencil' if stencil else 'implicit-GEMM'} Triton kernel ({precision})"
         if steps or keepdim is not None or norm is not None:
             extra: dict[str, Any] = {"epilogue": json.dumps(steps), "vectors": vectors} if steps else {}
             if keepdim is not None:  # the mean is reduced in the kernel: the convolution's output is never stored

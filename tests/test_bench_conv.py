@@ -475,3 +475,37 @@ def test_the_compile_time_of_the_tuning_candidates_one_by_one_and_together(tmp_p
     assert rows[0]["one by one"] > 0 and rows[0]["together"] > 0
     table = (tmp_path / "out" / "compile_time.md").read_text()
     assert "sm_90" in table and "1 convolutions:" in table and "| tasks/4_mish |" in table
+
+
+def test_a_convolution_of_one_input_channel_per_group_is_described_as_the_depthwise_stencil(tmp_path):
+    """A forward convolution of one input channel per group runs the stencil kernel, not the implicit GEMM; a
+    transposed one of one input channel runs the implicit GEMM; the description says which."""
+    from kernelskill.evals.bench_conv import fusions
+
+    (tmp_path / "t.py").write_text(
+        textwrap.dedent(
+            """
+            import torch
+            import torch.nn as nn
+
+            class Model(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.dw = nn.Conv2d(4, 4, 3, groups=4)
+                    self.up = nn.ConvTranspose2d(1, 4, 3)
+
+                def forward(self, x):
+                    return self.dw(x).sum() + self.up(x[:, :1]).sum()
+
+            def get_inputs():
+                return [torch.randn(1, 4, 16, 16)]
+
+            def get_init_inputs():
+                return []
+            """
+        )
+    )
+    assert fusions(tmp_path / "t.py") == [
+        "conv2d -> our depthwise stencil Triton kernel (tf32r)",
+        "conv_transpose2d -> our implicit-GEMM Triton kernel (tf32r)",
+    ]
