@@ -161,6 +161,26 @@ def test_under_a_trace_the_candidates_run_on_real_tensors_of_the_same_shapes():
     }
 
 
+def test_a_choice_cached_on_disk_makes_no_copies_of_the_arguments(monkeypatch):
+    """Another process's choice, read from the cache: the real copies (GPU memory of the arguments' size)
+    and the meta ones are made only when the candidates are compiled and timed."""
+    made = []
+    monkeypatch.setattr(conv_tune, "real_like", lambda t, gen: made.append("real") or t)
+    monkeypatch.setattr(conv_tune, "meta_like", lambda t: made.append("meta") or t)
+    x, w = torch.empty(2, 16, 6, 6), torch.empty(32, 16, 3, 3)
+    geometry = (1, 1, 1, 1, False, 0, None)
+
+    def tune():
+        return conv_tune.tuned(x, w, None, [], geometry, "ieee", None, None, launch_config(16, 32, 9), 16,
+                               lambda cfg, a: a[0], timer=lambda fn: 1.0 if fn() is not None else 2.0)  # fmt: skip
+
+    first = tune()
+    assert "real" in made
+    conv_tune._MEMO.clear()
+    made.clear()
+    assert tune() == first and made == []
+
+
 def test_no_tuning_on_the_cpu_or_when_turned_off(monkeypatch):
     assert not conv_tune.enabled(torch.empty(1))
     monkeypatch.setenv(conv_tune.ENV, "0")
