@@ -159,10 +159,24 @@ def task_row(spec: TaskSpec, run_dir: Path) -> dict[str, Any]:
             output_tokens=int(total.get("output_tokens", 0)),
             repaired=any(e.get("repairs") and e.get("outcome") == "correct" for e in trajectory),
         )
+        row["reason"] = no_compile_baseline(review)
     elif record.get("status") in ("timeout", "error", "exited"):
         row["status"] = "timeout" if record["status"] == "timeout" else "error"
         row["reason"] = record.get("reason") or log_tail(run_dir / "eval.log")
     return row
+
+
+def no_compile_baseline(review: dict[str, Any]) -> str | None:
+    """Why a GPU-timed review has no speedup vs torch.compile; None where it has one.
+
+    The reference's torch.compile failed (its error), or no record of why (reports written before the
+    error was kept).
+    """
+    timing = review.get("timing") or {}
+    if review.get("timing_kind") != GPU_TIMING or review.get("speedup_vs_compile") is not None:
+        return None
+    error = timing.get("compile_error")
+    return f"no torch.compile baseline: {error}" if error else "no torch.compile baseline (its error was not recorded)"
 
 
 def means(values: Iterable[float]) -> dict[str, Any]:

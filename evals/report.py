@@ -298,7 +298,8 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in summary["rows"]:
-        why = (r.get("reason") or r.get("stop_reason") or "").replace("|", "/").replace("\n", " ")[:100]
+        why = "; ".join(dict.fromkeys(w for w in (r.get("reason"), r.get("stop_reason")) if w))
+        why = why.replace("|", "/").replace("\n", " ")[:160]
         if r["labels"]:
             why = f"[{', '.join(r['labels'])}] {why}"
         lines.append(

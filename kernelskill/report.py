@@ -98,6 +98,11 @@ def render_markdown(report: dict[str, Any]) -> str:
                 f"speedup vs eager {r.get('speedup_vs_eager') or 0:.3f}x"
                 + (f"; vs torch.compile {r['speedup_vs_compile']:.3f}x" if r.get("speedup_vs_compile") else "")
                 + (
+                    f"; no torch.compile baseline ({(r.get('timing') or {})['compile_error']})"
+                    if (r.get("timing") or {}).get("compile_error")
+                    else ""
+                )
+                + (
                     f"; vs torch.compile with TF32 matmuls {r['speedup_vs_compile_tf32']:.3f}x (context)"
                     if r.get("speedup_vs_compile_tf32")
                     else ""

@@ -1014,6 +1014,8 @@ def _time_on_gpu(
     if comp_tf32:
         result["speedup_vs_compile_tf32"] = comp_tf32["median_ms"] / ms
     result["timing"] = {"candidate": t_new, "eager": eager, "compile": comp, "baseline_key": key}
+    if comp is None and base.get("compile_error"):  # why there is no speedup vs torch.compile
+        result["timing"]["compile_error"] = base["compile_error"]
     if comp_tf32:
         result["timing"]["compile_tf32"] = comp_tf32
     result["metrics"]["runtime_ms"] = ms

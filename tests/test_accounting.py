@@ -50,3 +50,6 @@ def test_the_timing_line_follows_the_best_reviews_timing(tmp_path):
     assert "labels of the best: library_main_work" in labelled and "CPU-interpreter" not in labelled
     interp = md({"timing_kind": "interpreter", "runtime_ms": 200.0})
     assert "CPU-interpreter timings" in interp and "speedup vs eager" not in interp
+    failed = md({"timing_kind": "cuda_events", "runtime_ms": 2.0, "eager_ms": 3.0, "speedup_vs_eager": 1.5,
+                 "timing": {"compile": None, "compile_error": "BackendCompilerFailed: boom"}})  # fmt: skip
+    assert "no torch.compile baseline (BackendCompilerFailed: boom)" in failed and "vs torch.compile 1" not in failed

@@ -269,6 +269,27 @@ def _blank_row():
     return task_row(TaskSpec(1, Path("x.py")), Path("/nonexistent"))
 
 
+def test_a_task_without_a_torch_compile_baseline_says_why_in_its_row(tmp_path):
+    """The reference's torch.compile failed: its error is the row's reason beside the stop reason; a
+    report from before the error was kept says that it was not recorded; a row with the baseline has none."""
+    failed = review(speedup=2.0) | {"timing": {"compile": None, "compile_error": "BackendCompilerFailed: boom"}}
+    out = fake_eval(
+        tmp_path, {"a": report(failed), "b": report(review(speedup=2.0)), "c": report(review(compile_=1.1))}
+    )
+    s = build_summary(out)
+    reasons = {r["task"]: r["reason"] for r in s["rows"]}
+    assert reasons == {
+        "a": "no torch.compile baseline: BackendCompilerFailed: boom",
+        "b": "no torch.compile baseline (its error was not recorded)",
+        "c": None,
+    }
+    rebuild(out)
+    assert (
+        "no torch.compile baseline: BackendCompilerFailed: boom; round budget spent |"
+        in (out / "summary.md").read_text()
+    )
+
+
 def test_pending_tasks_do_not_count(tmp_path):
     out = fake_eval(tmp_path, {"a": report(review(speedup=2.0)), "b": None, "c": "interrupted"})
     s = build_summary(out)
