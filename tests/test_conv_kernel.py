@@ -839,7 +839,7 @@ def test_a_channel_step_after_a_convolution_of_one_input_channel_stays_in_pytorc
     the trace: "a channel step needs one group of at most 128 output channels")."""
     torch.manual_seed(27)
     seen, _, got, want = _rewritten(_OneInputChannel().eval(), torch.randn(2, 1, 9, 7))
-    assert seen == [["conv2d -> our implicit-GEMM Triton kernel (ieee), with relu fused before its store"]], seen
+    assert seen == [["conv2d -> our depthwise stencil Triton kernel (ieee), with relu fused before its store"]], seen
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
