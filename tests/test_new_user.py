@@ -114,3 +114,18 @@ def test_help_draws_flags_without_a_value():
     assert out.exit_code == 0 and "--json" in out.output
     assert "<bool>" not in out.output  # a flag takes no value
     assert "<int>" in out.output  # options that take one still say what
+
+
+def test_the_checkout_imports_its_subpackages_without_an_editable_install():
+    """`python -m pytest` in the checkout's root with a plain (not `-e`) install, or none: the checkout's
+    kernelskill/ comes first on sys.path and must still find kernelskill.runner and the others, which
+    live at the checkout's top level. No site-packages here (``-S``): only the checkout can answer."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    code = f"import sys; sys.path.insert(0, {str(REPO)!r}); import kernelskill.runner.result as r; print(r.__file__)"
+    out = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert Path(out.stdout.strip()) == REPO / "runner" / "result.py"
