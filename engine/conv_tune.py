@@ -297,32 +297,27 @@ def _timed(
 
     t0, waits0 = time.perf_counter(), sum((gpu_share.waited() or {}).values())
     try:
-        made: list[tuple[Any, ...]] = []  # the real copies, made at the first timed run (none on a cache hit)
 
-        def on_real(cfg: dict[str, Any]) -> Any:
-            if not made:
-                gen = torch.Generator(device=x.device).manual_seed(0)
-                made.append(
-                    (
-                        real_like(x, gen),
-                        real_like(weight, gen),
-                        real_like(bias, gen) if bias is not None else None,
-                        [real_like(v, gen) for v in vectors],
-                    )
-                )
-            return run(cfg, made[0])
+        def copies(make: Callable[[torch.Tensor], torch.Tensor]) -> tuple[Any, ...]:
+            return (make(x), make(weight), make(bias) if bias is not None else None, [make(v) for v in vectors])
 
-        def on_meta(cfg: dict[str, Any]) -> Any:
-            meta = (
-                meta_like(x),
-                meta_like(weight),
-                meta_like(bias) if bias is not None else None,
-                [meta_like(v) for v in vectors],
-            )
-            return run(cfg, meta)
+        @functools.cache
+        def real() -> tuple[Any, ...]:  # made at the first timed run (not on a choice read from the cache)
+            gen = torch.Generator(device=x.device).manual_seed(0)
+            return copies(lambda t: real_like(t, gen))
+
+        @functools.cache
+        def meta() -> tuple[Any, ...]:  # made when the candidates are compiled together
+            return copies(meta_like)
 
         with outside_tracing():
-            return choose(cache_key, configs, on_real, timer, compile_all=lambda cfgs: compile_together(cfgs, on_meta))
+            return choose(
+                cache_key,
+                configs,
+                lambda cfg: run(cfg, real()),
+                timer,
+                compile_all=lambda cfgs: compile_together(cfgs, lambda cfg: run(cfg, meta())),
+            )
     finally:
         waits = sum((gpu_share.waited() or {}).values()) - waits0
         _SPENT[0] += max(0.0, time.perf_counter() - t0 - waits)
