@@ -362,6 +362,14 @@ def _weight_shape(node: Any) -> tuple[int, ...] | None:
         return None
 
 
+def _stencil(shape: tuple[int, ...], transposed: bool) -> bool:
+    """Whether a convolution of this weight shape runs the depthwise stencil, not the implicit GEMM.
+
+    The stencil (:func:`.conv.ks_conv_depthwise`) takes a forward convolution of one input channel per group.
+    """
+    return not transposed and shape[1] == 1
+
+
 def _direct_products(node: Any) -> int:
     """Products per output of a convolution node run in the direct form (static shape and groups), else 0."""
     groups, shape = _static_arg(node, 6, "groups", 1), _weight_shape(node)
@@ -518,7 +526,7 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
         norm = _normalization(chain[-1], node, transposed) if fuse and not reduced and not squeeze else None
         keepdim = _spatial_mean(chain[-1]) if fuse and not reduced and norm is None else None
         shape = _weight_shape(node)
-        stencil = not transposed and shape is not None and shape[1] == 1
+        stencil = shape is not None and _stencil(shape, transposed)
         what = f"{name} -> our {'depthwise stencil' if stencil else 'implicit-GEMM'} Triton kernel ({precision})"
         if steps or keepdim is not None or norm is not None:
             extra: dict[str, Any] = {"epilogue": json.dumps(steps), "vectors": vectors} if steps else {}
@@ -852,7 +860,7 @@ def _channel_step(node: Any, conv_node: Any, transposed: bool) -> tuple[list[Any
     out, shape = node.meta.get("example_value"), _weight_shape(conv_node)
     if len(node.users) != 1 or not isinstance(out, torch.Tensor) or out.dim() < 3 or out.shape[1] > MAX_CHANNELS:
         return None
-    if shape is None or (not transposed and shape[1] == 1):
+    if shape is None or _stencil(shape, transposed):
         return None
     groups = _static_arg(conv_node, 6, "groups", 1)
     user = next(iter(node.users))
@@ -938,7 +946,7 @@ def _normalization(node: Any, conv_node: Any, transposed: bool) -> tuple[dict[st
     value, shape = user.meta.get("example_value"), _weight_shape(conv_node)
     if given["input"] is not node or not isinstance(value, torch.Tensor) or value.shape != out.shape or shape is None:
         return None
-    if value.dtype != out.dtype or (not transposed and shape[1] == 1):
+    if value.dtype != out.dtype or _stencil(shape, transposed):
         return None
     eps = given.get("eps", 1e-5)
     params = {k: given.get(k) for k in ("weight", "bias")}
