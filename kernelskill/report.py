@@ -93,15 +93,12 @@ def render_markdown(report: dict[str, Any]) -> str:
     if r:
         lines.append(f"- best: `{report['best_candidate']}` on {r.get('device', '?')}")
         if r.get("timing_kind") == "cuda_events":
+            compile_error = (r.get("timing") or {}).get("compile_error")
             lines.append(
                 f"- best runtime: {r['runtime_ms']:.4f} ms; eager {r.get('eager_ms') or 0:.4f} ms; "
                 f"speedup vs eager {r.get('speedup_vs_eager') or 0:.3f}x"
                 + (f"; vs torch.compile {r['speedup_vs_compile']:.3f}x" if r.get("speedup_vs_compile") else "")
-                + (
-                    f"; no torch.compile baseline ({(r.get('timing') or {})['compile_error']})"
-                    if (r.get("timing") or {}).get("compile_error")
-                    else ""
-                )
+                + (f"; no torch.compile baseline ({compile_error})" if compile_error else "")
                 + (
                     f"; vs torch.compile with TF32 matmuls {r['speedup_vs_compile_tf32']:.3f}x (context)"
                     if r.get("speedup_vs_compile_tf32")
