@@ -644,16 +644,33 @@ def compile_only() -> Iterator[None]:
         _COMPILE_ONLY.reset(token)
 
 
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")  # launch arguments that are a triton.Config's
+
+
 def launcher(kernel: Any, grid: tuple[int, ...]) -> Any:
     """Launch ``kernel`` over ``grid`` (``torch.library.wrap_triton(kernel)[grid]``); in :func:`compile_only`: compile.
 
     ``wrap_triton``: eager, a plain launch; under torch.compile, a kernel node of the graph.
     """
     if _COMPILE_ONLY.get():
-        return functools.partial(kernel.warmup, grid=grid)
+        return functools.partial(_compile, kernel, grid)
     from torch.library import wrap_triton
 
     return wrap_triton(kernel)[grid]
+
+
+def _compile(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> Any:
+    """Compile ``kernel`` (Triton's ``warmup``) for the launch ``wrap_triton(kernel)[grid](*args, **kwargs)``.
+
+    ``wrap_triton`` hands a launch given any of :data:`LAUNCH_OPTIONS` to a ``triton.autotune`` of one
+    ``triton.Config`` made of them, which fills in the others' defaults (``num_stages=3``, ``num_ctas=1``).
+    Triton's cache key includes every option passed: the compile gets the same ones, or the real launch would
+    compile its kernel again.
+    """
+    given = {name: kwargs.pop(name) for name in LAUNCH_OPTIONS if name in kwargs}
+    if given:
+        kwargs.update(triton.Config({}, **given).all_kwargs())
+    return kernel.warmup(*args, grid=grid, **kwargs)
 
 
 def channels_last(x5: torch.Tensor, round_tf32: bool, channels: int = 0) -> torch.Tensor:

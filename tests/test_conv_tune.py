@@ -415,6 +415,14 @@ COMPILE_TOGETHER = textwrap.dedent(
         for cfg in configs:
             run(cfg, (x, w, b, v))
     print("compiled again", count[0])
+    raw_run = JITFunction.run
+    def lookup(self, *args, grid, warmup, **kwargs):  # a launch's key and cache lookup, nothing launched
+        return raw_run(self, *args, grid=grid, warmup=True, **kwargs)
+    JITFunction.run = lookup
+    count[0] = 0
+    for cfg in configs:  # the real launches, through wrap_triton: they find every kernel compiled too
+        run(cfg, (x, w, b, v))
+    print("launched compiled", count[0])
     """
 )
 
@@ -423,16 +431,18 @@ def test_the_candidates_compile_on_a_pool_of_threads_as_their_real_launches_are_
     """Compiled for sm_90 without a GPU (a stand-in driver): each candidate of a convolution with a fused
     epilogue, launched on meta tensors under ``compile_only``, compiles on the pool's threads, one that fails to
     compile among them stops none of the others, and the same launches on tensors in memory find every kernel
-    compiled (meta tensors specialize alike)."""
+    compiled (meta tensors specialize alike), both compile-only and through ``wrap_triton``'s launch, which adds
+    the launch options' defaults that Triton's cache key includes."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", COMPILE_TOGETHER], capture_output=True, text=True, timeout=600,
                          env=env)  # fmt: skip
     lines = [line.split() for line in out.stdout.splitlines()]
-    assert len(lines) == 2, out.stdout[-2000:] + out.stderr[-3000:]
+    assert len(lines) == 3, out.stdout[-2000:] + out.stderr[-3000:]
     handed, configs, threads = int(lines[0][1]), int(lines[0][3]), lines[0][5:]
     assert configs >= 4 and handed >= configs + 1, out.stdout  # each candidate's kernel, the bad one's, the layout's
     assert threads == ["['conv-compile']"], out.stdout  # none on this thread
     assert lines[1] == ["compiled", "again", "0"], out.stdout
+    assert lines[2] == ["launched", "compiled", "0"], out.stdout  # wrap_triton's launch options: the same key
 
 
 @pytest.mark.gpu
