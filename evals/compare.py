@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .metrics import platforms_line
 from .report import fmt
 
 # Overall metrics compared, with how to read them out of a summary's "overall" block.
@@ -84,6 +85,9 @@ def compare_summaries(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         numeric = isinstance(va, int | float) and isinstance(vb, int | float)
         deltas[name] = {"a": va, "b": vb, "delta": vb - va if numeric else None}
     settings = {key: {"a": a.get(key, default), "b": b.get(key, default)} for key, default in SETTINGS.items()}
+    plat_a, plat_b = (s["overall"].get("platforms") or [] for s in (a, b))
+    settings["speedups timed on"] = {"a": platforms_line(plat_a), "b": platforms_line(plat_b)}
+    gpus_a, gpus_b = ({p["gpu"] for p in plat} for plat in (plat_a, plat_b))
     return {
         "a": a["eval_dir"],
         "b": b["eval_dir"],
@@ -91,6 +95,7 @@ def compare_summaries(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         "settings": settings,
         "tasks": tasks,
         "deltas": deltas,
+        "same_gpus": gpus_a == gpus_b or not (gpus_a and gpus_b),
     }
 
 
@@ -105,6 +110,15 @@ def compare_markdown(cmp: dict[str, Any]) -> str:
         "",
         f"Both under: {_policy(cmp.get('policy') or {})}.",
         "",
+        *(
+            []
+            if cmp.get("same_gpus", True)
+            else [
+                "The runs were timed on different GPUs: each speedup is against baselines of its own run, so a "
+                "change compares the GPUs as well as the runs.",
+                "",
+            ]
+        ),
         "| setting | A | B |",
         "|---|---|---|",
         *(f"| {key} | {fmt(v['a'])} | {fmt(v['b'])} |" for key, v in (cmp.get("settings") or {}).items()),

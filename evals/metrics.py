@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelskill.report import cost_usd as run_cost_usd
+from kernelskill.report import versions_text
 from kernelskill.runner.result import unusable_text
 
 from .suite import REPORT, TASK_RECORD, TaskSpec, log_tail, read_json
@@ -121,6 +122,8 @@ def task_row(spec: TaskSpec, run_dir: Path) -> dict[str, Any]:
         "curve": [],
         "stop_reason": None,
         "reason": None,
+        "gpu": None,
+        "software": {},
         "input_tokens": 0,
         "output_tokens": 0,
         "wall_s": record.get("wall_s"),
@@ -160,10 +163,41 @@ def task_row(spec: TaskSpec, run_dir: Path) -> dict[str, Any]:
             repaired=any(e.get("repairs") and e.get("outcome") == "correct" for e in trajectory),
         )
         row["reason"] = no_compile_baseline(review)
+        if review.get("timing_kind") == GPU_TIMING:
+            row.update(gpu=gpu_name(review.get("device") or ""), software=dict(review.get("software") or {}))
     elif record.get("status") in ("timeout", "error", "exited"):
         row["status"] = "timeout" if record["status"] == "timeout" else "error"
         row["reason"] = record.get("reason") or log_tail(run_dir / "eval.log")
     return row
+
+
+def gpu_name(device: str) -> str:
+    """The GPU of a review's device label (``"cuda:0 (NVIDIA H200)"`` -> ``"NVIDIA H200"``)."""
+    head, _, rest = device.partition(" (")
+    return rest[:-1] if rest.endswith(")") else head
+
+
+def platforms(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The GPUs and versions that timed ``rows`` (GPU-timed rows only), each with its task count, most first."""
+    counts: dict[tuple[str, str, str], int] = {}
+    for r in rows:
+        if r.get("gpu"):
+            sw = r.get("software") or {}
+            key = (r["gpu"], sw.get("torch", ""), sw.get("triton", ""))
+            counts[key] = counts.get(key, 0) + 1
+    return [
+        {"gpu": gpu, "torch": torch_v, "triton": triton_v, "tasks": n}
+        for (gpu, torch_v, triton_v), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
+
+
+def platforms_line(found: list[dict[str, Any]]) -> str:
+    """``platforms`` in words: "NVIDIA H200, torch 2.11.0, Triton 3.6.0 (31 tasks); ..."; "none" without one."""
+    parts = [
+        f"{p['gpu']}, {versions_text(p) or 'versions not recorded'} ({p['tasks']} task{'s' * (p['tasks'] != 1)})"
+        for p in found
+    ]
+    return "; ".join(parts) or "none"
 
 
 def no_compile_baseline(review: dict[str, Any]) -> str | None:
@@ -270,6 +304,12 @@ def summarize(
             f"{HOST_BOUND:.0%} of its timed time): their speedups move with the machine's CPU load; "
             f"the means over the other {len(gpu_bound)} are given apart"
         )
+    gpus = sorted({r["gpu"] for r in timed if r.get("gpu")})
+    if len(gpus) > 1:
+        notes.append(
+            f"the speedups were timed on {len(gpus)} GPUs ({', '.join(gpus)}): each is against baselines timed in its "
+            "own run on its own GPU, and the means mix them"
+        )
     if count["timeout"] or count["error"]:
         notes.append("tokens and cost count only tasks that wrote a report (timeouts and errors are not included)")
     if cost_usd(tokens_in, tokens_out, prices) is None:
@@ -296,6 +336,7 @@ def summarize(
             r["speedup_vs_compile"] for r in gpu_bound if r["speedup_vs_compile"] is not None
         ),
         "kernels": kernels,
+        "platforms": platforms(timed),
         "sol_pct_median": statistics.median(sol) if sol else None,
         "sol_pct_n": len(sol),
         "per_round": per_round(done, kernels),

@@ -8,7 +8,7 @@ from typing import Any
 from kernelskill.graph.context import ROLES, memory_line, policy_line
 from kernelskill.runner.gpu_share import HOLD_LOG_NAME, hold_totals
 
-from .metrics import summarize, task_row
+from .metrics import platforms_line, summarize, task_row
 from .suite import EVAL_META, read_meta, specs_from_meta, write_json
 
 METRIC_DEFINITIONS = (
@@ -210,9 +210,11 @@ def workers_line(launches: list[str], clusters: list[str | None] | None = None, 
     return "; then ".join(seen)
 
 
-def _timing_cell(row: dict[str, Any]) -> str:
+def _timing_cell(row: dict[str, Any], with_gpu: bool = False) -> str:
+    """The timing kind, host-bound or not, and (``with_gpu``: an eval timed on several GPUs) the row's GPU."""
     kind = row["timing_kind"] or "-"
-    return f"{kind}, host-bound" if row.get("host_bound") else kind
+    kind = f"{kind}, host-bound" if row.get("host_bound") else kind
+    return f"{kind}, {row['gpu']}" if with_gpu and row.get("gpu") else kind
 
 
 def _holds_lines(holds: dict[str, dict[str, float]]) -> list[str]:
@@ -251,6 +253,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         "(all launches)",
         f"- policies: {policy_line(summary['policy'])}",
         f"- memory: {memory_line(summary.get('memory', 'full'))}",
+        f"- speedups timed on: {platforms_line(overall.get('platforms') or [])}",
     ]
     if summary.get("workers"):
         lines.append(f"- workers: {summary['workers']}")
@@ -297,14 +300,16 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         "tokens in / out | wall (s) | stop reason / error |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    several_gpus = len({r["gpu"] for r in summary["rows"] if r.get("gpu")}) > 1
     for r in summary["rows"]:
         why = "; ".join(dict.fromkeys(w for w in (r.get("reason"), r.get("stop_reason")) if w))
         why = why.replace("|", "/").replace("\n", " ")[:160]
         if r["labels"]:
             why = f"[{', '.join(r['labels'])}] {why}"
         lines.append(
-            f"| {r['task']} | {r['level']} | {r['status']} | {_timing_cell(r)} | {fmt(r['runtime_ms'], 4)} | "
-            f"{fmt(r['speedup_vs_eager'])} | {fmt(r['speedup_vs_compile'])} | {fmt(r['sol_pct'], 1)} | {r['rounds']} | "
+            f"| {r['task']} | {r['level']} | {r['status']} | {_timing_cell(r, several_gpus)} | "
+            f"{fmt(r['runtime_ms'], 4)} | {fmt(r['speedup_vs_eager'])} | {fmt(r['speedup_vs_compile'])} | "
+            f"{fmt(r['sol_pct'], 1)} | {r['rounds']} | "
             f"{r['input_tokens']} / {r['output_tokens']} | {fmt(r['wall_s'], 1)} | {why} |"
         )
     return "\n".join(lines) + "\n"

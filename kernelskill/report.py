@@ -46,6 +46,13 @@ def token_totals(state: State, price_in: float = 0.0, price_out: float = 0.0) ->
     return dict(totals)
 
 
+def versions_text(software: dict[str, str]) -> str:
+    """A review's ``software`` in words: "torch 2.11.0+cu130, Triton 3.6.0"; "" when not recorded."""
+    return ", ".join(
+        f"{name} {software[key]}" for name, key in (("torch", "torch"), ("Triton", "triton")) if software.get(key)
+    )
+
+
 def _money(value: float | None) -> str:
     return "unknown" if value is None else f"${value:.4f}"
 
@@ -91,7 +98,10 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- candidates reviewed: {len(report['attempts'])}",
     ]
     if r:
-        lines.append(f"- best: `{report['best_candidate']}` on {r.get('device', '?')}")
+        versions = versions_text(r.get("software") or {})
+        lines.append(
+            f"- best: `{report['best_candidate']}` on {r.get('device', '?')}" + (f"; {versions}" if versions else "")
+        )
         if r.get("timing_kind") == "cuda_events":
             compile_error = (r.get("timing") or {}).get("compile_error")
             lines.append(

@@ -46,6 +46,7 @@ class ReviewResult(TypedDict, total=False):
     error_digest: str  # one or two lines: what went wrong, for prompts and the trajectory
     error_detail: str  # the tail of the traceback or the comparison report
     device: str  # "cuda:0 (NVIDIA H200)" or "cpu (triton interpreter)"
+    software: dict[str, str]  # the reviewing process's torch, CUDA (torch's build) and Triton versions
     timing_kind: Literal["cuda_events", "interpreter"] | None
     runtime_ms: float | None
     eager_ms: float | None

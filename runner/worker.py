@@ -350,7 +350,7 @@ def _setup(ev: Evaluation) -> None:
     policy_numerics(ev.req.get("precision", "fp32"))  # before the integrity snapshot: the state it keeps
     ev.gpu = torch.cuda.get_device_name(0) if ev.use_cuda else ""
     ev.label = f"cuda:0 ({ev.gpu})" if ev.use_cuda else "cpu (triton interpreter)"
-    ev.common = {"device": ev.label}
+    ev.common = {"device": ev.label, "software": software()}
     ev.phase("start")
 
 
@@ -807,9 +807,18 @@ def _correct(ev: Evaluation, **fields: Any) -> ReviewResult:
         error_digest="",
         error_detail="",
         device=ev.label,
+        software=ev.common.get("software") or software(),
     )
     result.update(fields)  # type: ignore[typeddict-item]
     return result
+
+
+def software() -> dict[str, str]:
+    """The versions a review's timings depend on besides the GPU: torch, the CUDA it was built with, and Triton."""
+    import torch
+    import triton
+
+    return {"torch": torch.__version__, "cuda": torch.version.cuda or "", "triton": triton.__version__}
 
 
 def _passed(ev: Evaluation) -> ReviewResult:

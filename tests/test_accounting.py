@@ -53,3 +53,6 @@ def test_the_timing_line_follows_the_best_reviews_timing(tmp_path):
     failed = md({"timing_kind": "cuda_events", "runtime_ms": 2.0, "eager_ms": 3.0, "speedup_vs_eager": 1.5,
                  "timing": {"compile": None, "compile_error": "BackendCompilerFailed: boom"}})  # fmt: skip
     assert "no torch.compile baseline (BackendCompilerFailed: boom)" in failed and "vs torch.compile 1" not in failed
+    sw = {"torch": "2.11.0+cu130", "cuda": "13.0", "triton": "3.6.0"}
+    on = md({"timing_kind": "cuda_events", "runtime_ms": 2.0, "device": "cuda:0 (NVIDIA H200)", "software": sw})
+    assert "- best: `c` on cuda:0 (NVIDIA H200); torch 2.11.0+cu130, Triton 3.6.0\n" in on

@@ -169,6 +169,7 @@ def test_sizes_and_refusals():
 
 COMPILE = textwrap.dedent(
     """
+    import re
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -205,7 +206,8 @@ COMPILE = textwrap.dedent(
     steps = [["save", 0], ["sigmoid"], ["mul", "R0"], ["pool", "max", [2, 2]], ["save", 1], ["mish"], ["add", "R1"]]
     kernel = K.epilogue_kernel(steps, 0)  # x * sigmoid(x), max pooling, then y + mish(y): values kept in registers
     build(kernel, {**consts, "POOL": 1, "PKH": 2, "PKW": 2, "CONTIG_OUT": False, "EPI_SPLIT": 4}, ptrs)
-    build(K.ks_conv_fwd, {**consts, "POOL": 2, "PKD": 2, "PKH": 2, "PKW": 2, "REDUCE": 1, "CONTIG_OUT": False}, ptrs)
+    mean = build(K.ks_conv_fwd, {**consts, "POOL": 2, "PKD": 2, "PKH": 2, "PKW": 2, "REDUCE": 1, "CONTIG_OUT": False},
+                 ptrs)  # fmt: skip
     print("OK pooled")
     consts["EPI_SPLIT"] = 1  # a channel step takes the whole tile
     kernel = K.epilogue_kernel([["channels", "min"], ["tanh"], ["pool", "avg", [2, 2]], ["mul", 2.0]], 0)
@@ -216,8 +218,9 @@ COMPILE = textwrap.dedent(
     build(kernel, {**consts, "CHANNELS": 5, "CHANNELS_FIRST": 0, "POOL": 1, "PKH": 2, "PKW": 2, "REDUCE": 0,
                    "CONTIG_OUT": False}, ptrs)  # fmt: skip
     print("OK channels")
-    build(K.ks_conv_fwd, {**consts, "STATS": 1, "POOL": 1, "PKH": 2, "PKW": 2, "CONTIG_OUT": False}, ptrs)
+    stats = build(K.ks_conv_fwd, {**consts, "STATS": 1, "POOL": 1, "PKH": 2, "PKW": 2, "CONTIG_OUT": False}, ptrs)
     print("OK statistics")
+    print("atomics", *sorted({a for c in (mean, stats) for a in re.findall(r"\\batom\\.[a-z0-9._]+", c.asm["ptx"])}))
     build(K.ks_conv_fwd, {**consts, "CHANNELS": 0, "SPLIT_K": 8, "PART": 1}, ptrs)  # split-K: the ranges
     kernel = K.epilogue_kernel([["mish"], ["add", "E0"]], 1)
     build(kernel, {**consts, "CHANNELS": 0, "STATS": 1, "SPLIT_K": 8, "PART": 2}, ptrs)  # the sums, finished
@@ -232,10 +235,13 @@ COMPILE = textwrap.dedent(
 
 
 def test_the_kernel_compiles_for_hopper():
-    """The interpreter does not compile; Triton's own compiler for sm_90 does, without a GPU."""
+    """The interpreter does not compile; Triton's own compiler for sm_90 does, without a GPU. The spatial mean's and
+    the statistics' atomic adds are relaxed: Triton's default (acquire-release) fences each one (in sm_90 SASS a
+    ``MEMBAR.ALL.GPU`` before it, waiting for the tile's stores, and an L1 invalidation after)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, timeout=300, env=env)
     assert out.stdout.count("OK") == 11, out.stdout[-2000:] + out.stderr[-3000:]
+    assert "atomics atom.global.gpu.relaxed.add.f32\n" in out.stdout, out.stdout[-2000:]
 
 
 def _all_close(got, want, tol, equal_nan=False):

@@ -290,6 +290,54 @@ def test_a_task_without_a_torch_compile_baseline_says_why_in_its_row(tmp_path):
     )
 
 
+def test_the_summary_says_which_gpus_and_versions_timed_the_speedups(tmp_path):
+    """A resumed eval may have run on two machines: the summary names each GPU with its versions and task count,
+    notes that the means mix GPUs, and the task table then says each row's GPU; a comparison with an eval timed
+    on other GPUs says so."""
+
+    def on(gpu, speedup, software=None):
+        return review(speedup=speedup) | {"device": f"cuda:0 ({gpu})", **({"software": software} if software else {})}
+
+    sw = {"torch": "2.11.0+cu130", "cuda": "13.0", "triton": "3.6.0"}
+    mixed = fake_eval(
+        tmp_path / "mixed",
+        {
+            "a": report(on("NVIDIA H200", 2.0, sw)),
+            "b": report(on("NVIDIA H200", 1.5, sw)),
+            "c": report(on("H100", 1.2)),
+        },
+    )
+    s = build_summary(mixed)
+    assert {r["task"]: r["gpu"] for r in s["rows"]} == {"a": "NVIDIA H200", "b": "NVIDIA H200", "c": "H100"}
+    assert s["overall"]["platforms"] == [
+        {"gpu": "NVIDIA H200", "torch": "2.11.0+cu130", "triton": "3.6.0", "tasks": 2},
+        {"gpu": "H100", "torch": "", "triton": "", "tasks": 1},
+    ]
+    assert any(n.startswith("the speedups were timed on 2 GPUs (H100, NVIDIA H200)") for n in s["overall"]["notes"])
+    rebuild(mixed)
+    md = (mixed / "summary.md").read_text()
+    assert (
+        "- speedups timed on: NVIDIA H200, torch 2.11.0+cu130, Triton 3.6.0 (2 tasks); H100, versions not recorded "
+        "(1 task)\n" in md
+    )
+    assert "| c | 2 | success | cuda_events, H100 |" in md
+
+    one = fake_eval(
+        tmp_path / "one", {"a": report(on("NVIDIA H200", 2.0, sw)), "b": report(review(kind="interpreter"))}
+    )
+    s1 = build_summary(one)
+    assert s1["overall"]["platforms"] == [
+        {"gpu": "NVIDIA H200", "torch": "2.11.0+cu130", "triton": "3.6.0", "tasks": 1}
+    ]
+    assert not any("GPUs" in n for n in s1["overall"]["notes"])
+    rebuild(one)
+    assert "| a | 2 | success | cuda_events |" in (one / "summary.md").read_text()  # one GPU: no GPU in the rows
+    cmp = compare_summaries(s1, s)
+    assert cmp["settings"]["speedups timed on"]["a"] == "NVIDIA H200, torch 2.11.0+cu130, Triton 3.6.0 (1 task)"
+    assert "timed on different GPUs" in compare_markdown(cmp)
+    assert "timed on different GPUs" not in compare_markdown(compare_summaries(s, s))
+
+
 def test_pending_tasks_do_not_count(tmp_path):
     out = fake_eval(tmp_path, {"a": report(review(speedup=2.0)), "b": None, "c": "interrupted"})
     s = build_summary(out)

@@ -15,6 +15,10 @@ def test_accepts_correct(task_path, candidate, tmp_path):
     assert r["correct"] and r["timing_kind"] == "interpreter"
     assert r["speedup_vs_eager"] is None  # interpreter timings never become speedups
     assert r["compile_check"]["kernels"] == 1 and r["compile_check"]["errors"] == []
+    import torch
+    import triton
+
+    assert r["software"] == {"torch": torch.__version__, "cuda": torch.version.cuda or "", "triton": triton.__version__}
 
 
 @pytest.mark.parametrize(
