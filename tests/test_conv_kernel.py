@@ -278,7 +278,7 @@ class _Net(torch.nn.Module):
         super().__init__()
         self.a = torch.nn.Conv2d(3, 8, 3, padding=1)
         self.b = torch.nn.ConvTranspose2d(8, 4, 4, stride=2, padding=1)
-        self.c = torch.nn.Conv1d(4, 4, 3, groups=2, padding="same")  # a string padding: left to PyTorch
+        self.c = torch.nn.Conv1d(4, 4, 4, groups=2, padding="same")  # uneven "same" padding: left to PyTorch
 
     def forward(self, x):
         y = self.b(torch.relu(self.a(x)))
@@ -297,6 +297,28 @@ def test_a_graphs_convolutions_are_rewritten_onto_the_kernel():
             "conv_transpose2d -> our implicit-GEMM Triton kernel (ieee)",
         ]
     ]
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+class _Padded(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(3, 8, 3, padding="same")
+        self.b = torch.nn.Conv2d(8, 8, (3, 5), padding="same", dilation=(1, 2))
+        self.c = torch.nn.Conv2d(8, 8, 2, padding="valid")
+        self.d = torch.nn.Conv2d(8, 4, 2, padding="same")  # one more at the end than at the start: left to PyTorch
+
+    def forward(self, x):
+        return self.d(self.c(self.b(self.a(x))))
+
+
+def test_a_string_padding_becomes_numbers_where_it_is_even():
+    """``"same"`` with an even total per dimension and ``"valid"`` run on our kernel with the padding as numbers and
+    match PyTorch; an uneven ``"same"`` stays PyTorch's."""
+    torch.manual_seed(3)
+    seen, targets, got, want = _rewritten(_Padded().eval(), torch.randn(2, 3, 9, 11))
+    assert seen == [["conv2d -> our implicit-GEMM Triton kernel (ieee)"] * 3]
+    assert targets.count(torch.conv2d) == 1
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
@@ -425,7 +447,7 @@ def test_the_two_conv_kernel_captures_run_side_by_side_on_a_shared_gpu_only(tmp_
     task = tmp_path / "t.py"
     forward = "    def forward(self, x):\n        return torch.conv2d(x, x)\n"
     task.write_text("import torch\nclass Model(torch.nn.Module):\n" + forward)
-    seed = f"\"\"\"{SEED_MARK} for t: TorchInductor's kernels (variant 'default'), captured\"\"\"\n"
+    seed = f'"""{SEED_MARK} for t: TorchInductor\'s kernels (variant \'default\'), captured"""\n'
     seed += "extern_kernels.convolution(x)"
     for shared in (False, True):
         spans.clear()
