@@ -530,9 +530,9 @@ def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
         if node.op != "call_function" or node.target not in (torch.conv1d, torch.conv2d, torch.conv3d, *_TRANSPOSED):
             continue
         value = node.args[0].meta.get("example_value") if hasattr(node.args[0], "meta") else None
-        if value is None or not value.is_floating_point() or not _numeric_padding(node):
+        if value is None or not value.is_floating_point() or _sample_of_2_31(value, node.meta.get("example_value")):
             continue
-        if _sample_of_2_31(value, node.meta.get("example_value")):
+        if not _numeric_padding(node):  # last: it changes the node in place
             continue
         transposed = node.target in _TRANSPOSED
         name = getattr(node.target, "__name__", "conv")

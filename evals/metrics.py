@@ -304,7 +304,8 @@ def summarize(
             f"{HOST_BOUND:.0%} of its timed time): their speedups move with the machine's CPU load; "
             f"the means over the other {len(gpu_bound)} are given apart"
         )
-    gpus = sorted({r["gpu"] for r in timed if r.get("gpu")})
+    found = platforms(timed)
+    gpus = sorted({p["gpu"] for p in found})
     if len(gpus) > 1:
         notes.append(
             f"the speedups were timed on {len(gpus)} GPUs ({', '.join(gpus)}): each is against baselines timed in its "
@@ -336,7 +337,7 @@ def summarize(
             r["speedup_vs_compile"] for r in gpu_bound if r["speedup_vs_compile"] is not None
         ),
         "kernels": kernels,
-        "platforms": platforms(timed),
+        "platforms": found,
         "sol_pct_median": statistics.median(sol) if sol else None,
         "sol_pct_n": len(sol),
         "per_round": per_round(done, kernels),

@@ -807,7 +807,7 @@ def _correct(ev: Evaluation, **fields: Any) -> ReviewResult:
         error_digest="",
         error_detail="",
         device=ev.label,
-        software=ev.common.get("software") or software(),
+        software=ev.common["software"],
     )
     result.update(fields)  # type: ignore[typeddict-item]
     return result
