@@ -22,6 +22,7 @@ from .dot_precision import TF32, dot_precisions
 # The first line of the last-resort candidate that composes the reference's own ops: accepted without
 # a kernel, and always labelled torch_main_work (never a custom-kernel success).
 REFERENCE_FALLBACK_MARK = "kernelskill reference fallback"
+NO_KERNEL = "no custom kernel: neither a @triton.jit kernel using tl.* nor CUDA __global__ code via load_inline"
 HEAVY_OPS = {
     "matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "linear", "conv1d", "conv2d", "conv3d",
     "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "scaled_dot_product_attention",
@@ -288,9 +289,7 @@ def _check_kernels(report: StaticReport, tree: ast.Module, source: str) -> None:
         report.warnings.append("reference fallback: the reference's own PyTorch ops (no custom kernel)")
         _label(report, "torch_main_work")
     elif not kernels and not cuda:
-        report.strict.append(
-            "no custom kernel: neither a @triton.jit kernel using tl.* nor CUDA __global__ code via load_inline"
-        )
+        report.strict.append(NO_KERNEL)
     elif kernels and not cuda and any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in ast.walk(tree)):
         names = {k.name for k in kernels}
         launched = {

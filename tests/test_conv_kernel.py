@@ -423,6 +423,56 @@ def test_the_conv_kernel_transform_recaptures_a_seed_with_a_convolution(tmp_path
     assert calls[-1] == "tf32r"  # a later recapture keeps the form and its precision
 
 
+def test_a_compiler_seed_with_no_kernel_of_its_own_is_repaired_onto_our_conv_kernel(tmp_path, monkeypatch):
+    """A bare convolution's seed is one cuDNN call: the static check rejects it (no custom kernel). Offline, its
+    repair is the conv_kernel recapture (both forms: the first in review, the other reviewed beside it); the same
+    rejection of a seed without a convolution, or of the reference fallback, has no repair."""
+    from kernelskill.engine import transforms
+    from kernelskill.engine.compiler import SEED_MARK, SeedOutcome
+    from kernelskill.graph.context import Context
+    from kernelskill.graph.routing import decide_after_review
+    from kernelskill.nodes.diagnoser import offline_repair, offline_repairable
+    from kernelskill.runner.static_check import NO_KERNEL
+
+    def capture(ctx, task_path, variant, workdir, *args, conv_kernel=None, **kwargs):
+        return SeedOutcome(variant, source=f'"""{SEED_MARK} {conv_kernel}"""\n', capture={}, wall_s=0.1)
+
+    monkeypatch.setattr(transforms, "capture_variant", capture)
+    task = tmp_path / "t.py"
+    task.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.conv2d(x, x)\n"
+    )
+    head = f'"""{SEED_MARK} for t: TorchInductor\'s kernels (variant \'default\'), captured"""\n'
+    conv_seed = {"id": "r0-compiler-0", "source": head + "extern_kernels.convolution(x)", "origin": "compiler"}
+    gemm_seed = {"id": "r0-compiler-1", "source": head + "extern_kernels.mm(x, x)", "origin": "compiler"}
+    for c in (conv_seed, gemm_seed):
+        c.update(parent_id=None, round=0, note="")
+    rejected = {"round": 0, "status": "rejected", "error_digest": f"static check: {NO_KERNEL}"}
+    state = {
+        "engine": "offline",
+        "round": 0,
+        "repairs": 0,
+        "budget": {"max_rounds": 1, "max_repairs": 1},
+        "task": {"path": str(task)},
+        "candidates": [conv_seed, gemm_seed],
+        "attempts": [{**rejected, "candidate_id": "r0-compiler-0"}, {**rejected, "candidate_id": "r0-compiler-1"}],
+        "current": conv_seed,
+        "review": {"status": "rejected", "error_digest": rejected["error_digest"]},
+    }
+    assert offline_repairable(state) and decide_after_review({**state, "repairable": True})[0] == "diagnoser"
+    out = offline_repair(state, Context(run_dir=str(tmp_path)))
+    first, *rest = out["candidates"]
+    assert out["current"] is first and out["pending_seeds"] == rest and len(rest) == 1 and out["repairs"] == 1
+    assert ["tf32r" in first["source"], "tf32x3" in rest[0]["source"]] == [True, True]
+    assert all(c["origin"] == "diagnoser" and c["parent_id"] == "r0-compiler-0" for c in out["candidates"])
+    assert "conv_kernel" in first["note"] and "library call" in first["verdict"]["root_cause"]
+    assert not offline_repairable({**state, "candidates": [*state["candidates"], *out["candidates"]]})  # once
+    # no convolution to move, or the reference's own ops: nothing to repair
+    assert not offline_repairable({**state, "candidates": [gemm_seed], "current": gemm_seed})
+    reference = {**conv_seed, "origin": "reference"}
+    assert not offline_repairable({**state, "candidates": [reference], "current": reference})
+
+
 def test_the_two_conv_kernel_captures_run_side_by_side_on_a_shared_gpu_only(tmp_path, monkeypatch):
     """On a shared GPU (an eval) every timing takes its turn alone, so the two captures compile at once; on a GPU
     of its own they run one after the other, so that neither's tuning is timed beside the other's work."""

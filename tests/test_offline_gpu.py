@@ -123,6 +123,40 @@ def test_transposed_convolution_gets_a_triton_template_seed(tmp_path):
     assert r["status"] == "correct" and r["custom_kernel"], r.get("error_digest")
 
 
+def test_a_bare_convolutions_seed_is_repaired_onto_our_conv_kernel(tmp_path):
+    """A convolution alone (no bias, no tail) is one cuDNN call in the default seed: rejected, no custom kernel.
+    The offline repair recaptures it with the convolution on our kernel, which the reviewer accepts as custom."""
+    from kernelskill.nodes.diagnoser import offline_repair
+    from kernelskill.runner.static_check import NO_KERNEL
+
+    task = tmp_path / "bare_conv.py"
+    task.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.conv = nn.Conv2d(32, 64, 3, padding=1, bias=False)\n\n"
+        "    def forward(self, x):\n        return self.conv(x)\n\n\ndef get_inputs():\n"
+        "    return [torch.randn(8, 32, 64, 64)]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+    [default] = [s for s in compiler_seeds(Context(), str(task), tmp_path / "seeds") if s.variant == "default"]
+    assert default.ok, default.error
+    r = run_review(task, default.source, tmp_path, "seed", device="cuda")
+    assert r["status"] == "rejected" and NO_KERNEL in r["error_digest"], (
+        "the seed has a kernel: the test lost its point"
+    )
+    seed = {"id": "r0-compiler-0", "source": default.source, "origin": "compiler", "parent_id": None, "round": 0}
+    state = {
+        "engine": "offline",
+        "task": {"path": str(task)},
+        "candidates": [{**seed, "note": ""}],
+        "attempts": [{"candidate_id": seed["id"], "round": 0, "status": "rejected", "error_digest": r["error_digest"]}],
+        "current": seed,
+        "review": r,
+    }
+    out = offline_repair(state, Context(run_dir=str(tmp_path)))
+    assert out["current"]["source"], out["current"]["note"]
+    fixed = run_review(task, out["current"]["source"], tmp_path, "repaired", device="cuda")
+    assert fixed["status"] == "correct" and fixed["custom_kernel"], fixed.get("error_digest")
+
+
 @pytest.mark.parametrize(
     "task_file,form",
     [
