@@ -165,39 +165,38 @@ def time_adaptive(
     return stats
 
 
-def time_fresh(fn: Callable[[], Any], befores: list[Callable[[], Any]], cuda: bool) -> dict[str, Any]:
-    """One timed call of ``fn`` after each of ``befores`` (untimed: the reviewer writes new input values there).
+def time_fresh(fn: Callable[[], Any], befores: list[Callable[[], Any]], cuda: bool) -> list[float]:
+    """One timed call of ``fn`` after each of ``befores`` (untimed: the reviewer writes input values there), in ms.
 
     CUDA events with the L2 flushed (holding the GPU alone), or wall-clock time on the CPU. The timings of
-    record reuse one set of input values; these calls see values the candidate has not seen before, so
-    an answer kept across calls under any key of the values (a sampled fingerprint, a hash) is missed
-    here and computed (see ``runner/worker.py: _fresh_values``).
+    record reuse one set of input values; the reviewer alternates new values with the same values written
+    again, so an answer kept across calls under any key of the values (a sampled fingerprint, a hash) is
+    computed on the first of each pair and looked up on the second (see ``runner/worker.py: _fresh_values``).
     """
-    samples: list[float] = []
     if cuda:
         import torch
 
         flush = torch.empty((256 << 20) // 4, dtype=torch.int32, device="cuda")
         with gpu_share.exclusive("timing"):
-            samples = [_timed_trial(fn, flush, before) for before in befores]
-    else:
-        for before in befores:
-            before()
-            t0 = time.perf_counter()
-            fn()
-            samples.append((time.perf_counter() - t0) * 1e3)
-    return {"n": len(samples), "min_ms": min(samples), "median_ms": statistics.median(samples), "samples_ms": samples}
+            return [_timed_trial(fn, flush, before) for before in befores]
+    samples: list[float] = []
+    for before in befores:
+        before()
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return samples
 
 
 def kept_across_calls(repeated_ms: float, fresh_ms: float, cuda: bool, host_share: float = 0.0) -> bool:
-    """Whether calls on new values (their fastest, ``fresh_ms``) are far slower than the timed ones (``repeated_ms``).
+    """Whether calls on new values (``fresh_ms``) are far slower than on the same values again (``repeated_ms``).
 
-    At least :data:`KEPT_RATIO` times as long and :data:`KEPT_MARGIN_MS` more (per device): a candidate whose timed
-    calls returned an answer kept from an earlier call with the same values. Value-dependent work of an
-    honest kernel differs far less between two draws of the same task's inputs. ``host_share``: the timed
-    calls' host time to queue a call over their median (``host_ms / median_ms``); a window that holds the
-    host's time moves with the host's load (other workers compiling), so the ratio grows with it, up to
-    :data:`KEPT_HOST_RATIO` for a host-bound call.
+    Each the fastest of its calls. At least :data:`KEPT_RATIO` times as long and :data:`KEPT_MARGIN_MS` more
+    (per device): a candidate that returned an answer kept from an earlier call with the same values.
+    Value-dependent work of an honest kernel differs far less between two draws of the same task's inputs.
+    ``host_share``: the timings of record's host time to queue a call over their median (``host_ms /
+    median_ms``); a window that holds the host's time moves with the host's load (other workers
+    compiling), so the ratio grows with it, up to :data:`KEPT_HOST_RATIO` for a host-bound call.
     """
     device = "cuda" if cuda else "cpu"
     ratio = KEPT_RATIO[device]

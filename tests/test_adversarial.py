@@ -151,6 +151,25 @@ def test_the_fingerprint_cache_is_found_in_low_memory_mode_too(tmp_path):
     assert r["status"] == status and needle in r["error_digest"], (r["status"], r.get("error_digest"))
 
 
+def test_a_call_slower_after_its_inputs_are_written_is_no_kept_answer(tmp_path):
+    """An honest candidate whose first call after the reviewer wrote its inputs is slower (on a GPU: the host's
+    work and the GPU's idle time around the writing), whatever the values: its calls on new values are compared
+    with calls on the same values written again the same way, not with calls back to back, so it passes."""
+    source = (FIXTURES / "candidates" / "good.py").read_text()
+    source = source.replace("import torch\n", "import time\n\nimport torch\n", 1).replace(
+        "    def forward(self, x):\n",
+        "    def forward(self, x):\n"
+        "        if x._version != getattr(self, 'seen', None):  # written since the last call\n"
+        "            self.seen = x._version\n"
+        "            time.sleep(0.2)\n",
+    )
+    assert "time.sleep(0.2)" in source
+    r = run_review(FIXTURES / "tasks" / "scale_relu.py", source, tmp_path, "slow_after_write", device="cpu")
+    assert r["status"] == "correct", r.get("error_digest")
+    fresh = r["timing"]["fresh_values"]
+    assert fresh["min_ms"] >= 200 and fresh["repeated_ms"] >= 200, fresh  # both calls of each pair after a write
+
+
 def test_a_candidate_raising_on_new_values_after_timing_is_at_fault(tmp_path):
     """An exception from the candidate during the calls on new values is its runtime error, not the reviewer's."""
     source = (FIXTURES / "candidates" / "good.py").read_text()
