@@ -39,12 +39,11 @@ from typing import Any
 
 from kernelskill.report import cost_usd as run_cost_usd
 from kernelskill.report import versions_text
-from kernelskill.runner.result import unusable_text
+from kernelskill.runner.result import NOT_CUSTOM_LABELS, unusable_text
 
 from .suite import REPORT, TASK_RECORD, TaskSpec, log_tail, read_json
 
 GPU_TIMING = "cuda_events"
-NOT_CUSTOM_LABELS = frozenset({"torch_main_work", "library_main_work"})
 FAST_P = (0.0, 1.0, 2.0)
 STATUSES = ("success", "correct_not_custom", "failed", "error", "timeout", "pending")
 HOST_BOUND = 0.8  # host_ms / median_ms at or above which a timing is host-bound

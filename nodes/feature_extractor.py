@@ -14,6 +14,7 @@ from kernelskill.graph.memory import recall
 from kernelskill.graph.search import select_parent
 from kernelskill.graph.state import State
 from kernelskill.runner.dot_precision import count_exact_dots
+from kernelskill.runner.result import NOT_CUSTOM_LABELS
 from kernelskill.runner.static_check import dotted_name as _dotted
 from kernelskill.runner.static_check import embedded_kernel_trees
 
@@ -154,4 +155,7 @@ def feature_extractor(state: State, runtime: Runtime[Context]) -> dict[str, Any]
     Without short-term memory the pool of parents is not read: the parent is the best.
     """
     parent, why = select_parent(recall(state, runtime.context or Context()))
-    return {"parent": parent, "search_note": why, "features": extract_features(parent["candidate"]["source"])}
+    features = extract_features(parent["candidate"]["source"])
+    # what the review found, beside what the source shows: the main work is not the candidate's own
+    features["main_work_not_own"] = bool(NOT_CUSTOM_LABELS & set(parent["review"].get("labels") or []))
+    return {"parent": parent, "search_note": why, "features": features}

@@ -18,6 +18,8 @@ ReviewStatus = Literal[
 ]
 
 HELD_ELSEWHERE = "while other processes held"  # in a harness error: the device's memory was another process's
+# the labels of a correct candidate whose main work is PyTorch's or a library's (not a custom-kernel success)
+NOT_CUSTOM_LABELS = frozenset({"torch_main_work", "library_main_work"})
 DEVICE_BUSY = "the device is busy, not the task"  # opens a run's task error when the probe met HELD_ELSEWHERE
 
 

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from .dot_precision import TF32, dot_precisions
+from .result import NOT_CUSTOM_LABELS
 
 # The first line of the last-resort candidate that composes the reference's own ops: accepted without
 # a kernel, and always labelled torch_main_work (never a custom-kernel success).
@@ -466,7 +467,7 @@ def _check_graph_capture(report: StaticReport, tree: ast.Module) -> None:
     A graph's replay dispatches no op, so a graph captured outside the forward the reviewer records (in
     ``__init__``, say) and replayed in it would hide a cuBLAS / cuDNN call from the record of what ran.
     """
-    if {"torch_main_work", "library_main_work"} & set(report.labels):
+    if NOT_CUSTOM_LABELS & set(report.labels):
         return
     subs: dict[str, str] = {}
     for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):

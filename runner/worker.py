@@ -22,7 +22,7 @@ from . import gpu_share
 from .correctness import device_room, float64_reference, permitted_ops, permitted_run, seeded_forward
 from .env import policy_numerics, tf32_matmuls, tf32_ops
 from .integrity import Integrity, Tampered
-from .result import HELD_ELSEWHERE, ReviewResult, failure
+from .result import HELD_ELSEWHERE, NOT_CUSTOM_LABELS, ReviewResult, failure
 from .sandbox import read_key, request_paths, write_result
 
 
@@ -761,7 +761,7 @@ def _pytorch_work(ev: Evaluation) -> None:
     """
     from .profiling import compute_ops, library_ops
 
-    if {"torch_main_work", "library_main_work"} & set(ev.static.labels):
+    if NOT_CUSTOM_LABELS & set(ev.static.labels):
         return
     ops, ran, ref = library_ops(ev.launched), set(ev.launched), compute_ops(ev.ref_ops)
     if ops:

@@ -52,6 +52,8 @@ FEATURES: dict[str, str] = {
     "conv_dot_kernel": "a kernel named for a convolution calls tl.dot (a direct / template convolution)",
     "attention_unfused": "a compiler seed's attention runs unfused (library or math path) where a fused kernel fits",
     "conv_not_own_kernel": "a compiler seed's convolutions run in cuDNN or Inductor's template, not in our kernel",
+    "main_work_not_own": "the review labelled the candidate's main work PyTorch's or a library's (torch_main_work / "
+    "library_main_work): correct, not a custom-kernel success",
 }
 
 METRICS: dict[str, str] = {

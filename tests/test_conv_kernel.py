@@ -1220,6 +1220,29 @@ def test_a_dense_convolution_outside_our_kernel_goes_to_it_before_the_dot_precis
     assert decide(extract_features(ours), {"arithmetic_intensity": 150.0}).rule == "fp32-dot-off-tensor-cores"
 
 
+def test_a_convolution_that_is_the_main_work_goes_to_our_kernel_dense_or_not():
+    """A seed whose review labels its main work a library's (cuDNN's convolution) is no custom-kernel answer
+    until our kernel takes the convolution: the rule fires below the ridge point too (a strided, dilated
+    transposed convolution's few FLOPs per byte sent it to the memory rules before). The feature comes from
+    the parent's review, beside its source's."""
+    from kernelskill.engine.compiler import SEED_MARK
+    from kernelskill.nodes.feature_extractor import feature_extractor
+    from kernelskill.skills_kb.policy import decide
+
+    head = f'"""{SEED_MARK} for t: TorchInductor\'s kernels (variant \'default\'), captured"""\n'
+    seed = head + "@triton.jit\ndef triton_poi_fused_add_0(x):\n    tl.store(x, tl.load(x) + 1)\n\n"
+    seed += "def call(args):\n    buf0 = extern_kernels.convolution(x, w)\n    triton_poi_fused_add_0.run(buf0)\n"
+    parent = {"candidate": {"id": "r0-compiler-0", "source": seed}, "review": {"labels": ["library_main_work"]}}
+    runtime = type("Runtime", (), {"context": None})()
+    features = feature_extractor({"best": parent, "round": 0}, runtime)["features"]
+    assert features["conv_not_own_kernel"] is True and features["main_work_not_own"] is True
+    sparse = {"arithmetic_intensity": 5.0, "runtime_ms": 2.0, "dram_throughput_pct": 30.0}
+    assert decide(features, sparse).rule == "conv-outside-own-kernel"
+    own = {**features, "main_work_not_own": False}  # the same convolution beside kernels that do the main work
+    assert decide(own, sparse).rule != "conv-outside-own-kernel"
+    assert decide(own, {**sparse, "arithmetic_intensity": 150.0}).rule == "conv-outside-own-kernel"
+
+
 @pytest.mark.parametrize("split", [1, 2, 4])
 def test_a_tile_finished_in_column_slices_stores_the_same(split):
     """``EPI_SPLIT``: the epilogue, the store, the statistics, a pooling and a spatial mean on each column slice
