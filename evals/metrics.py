@@ -126,6 +126,7 @@ def task_row(spec: TaskSpec, run_dir: Path) -> dict[str, Any]:
         "input_tokens": 0,
         "output_tokens": 0,
         "wall_s": record.get("wall_s"),
+        "timeout_s": record.get("timeout_s"),
         "attempts": record.get("attempts", 0),
         "repaired": False,
     }

@@ -35,6 +35,24 @@ def resolve_prices(meta: dict[str, Any], price_in: float | None, price_out: floa
     }
 
 
+def other_limits(rows: list[dict[str, Any]], current: float | None) -> dict[str, int]:
+    """The per-task limits other than ``current`` that tasks ran under (earlier launches): limit -> tasks."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        limit = r.get("timeout_s")
+        if limit is not None and current is not None and float(limit) != float(current):
+            counts[f"{float(limit):g}"] = counts.get(f"{float(limit):g}", 0) + 1
+    return counts
+
+
+def limits_note(others: dict[str, int]) -> str:
+    """`` (200 s for 19 tasks, run by an earlier launch)`` for :func:`other_limits`, or ""."""
+    if not others:
+        return ""
+    parts = [f"{limit} s for {n} task{'s' if n != 1 else ''}" for limit, n in sorted(others.items())]
+    return f" ({', '.join(parts)}, run by an earlier launch)"
+
+
 def build_summary(out: Path, price_in: float | None = None, price_out: float | None = None) -> dict[str, Any]:
     """Summarize an eval directory (nothing is written).
 
@@ -61,6 +79,7 @@ def build_summary(out: Path, price_in: float | None = None, price_out: float | N
         "max_rounds": (meta.get("context") or {}).get("max_rounds"),
         "device": (meta.get("context") or {}).get("device"),
         "task_timeout_s": meta.get("task_timeout_s"),
+        "other_limits": other_limits(rows, meta.get("task_timeout_s")),
         "workers": workers_line(
             [str(s.get("gpus", "")) for s in launches_of(meta)],
             [s.get("cluster") for s in launches_of(meta)],
@@ -249,7 +268,8 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         f"- eval dir: `{summary['eval_dir']}`"
         + (f"; tasks from `{summary['tasks_dir']}`" if summary["tasks_dir"] else ""),
         f"- mode: {summary['mode']}; rounds {fmt(summary['max_rounds'])}; device {fmt(summary['device'])}; "
-        f"per-task limit {fmt(summary['task_timeout_s'], 0)} s; eval wall time {summary['elapsed_s'] / 60:.1f} min "
+        f"per-task limit {fmt(summary['task_timeout_s'], 0)} s{limits_note(summary.get('other_limits') or {})}; "
+        f"eval wall time {summary['elapsed_s'] / 60:.1f} min "
         "(all launches)",
         f"- policies: {policy_line(summary['policy'])}",
         f"- memory: {memory_line(summary.get('memory', 'full'))}",

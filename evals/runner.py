@@ -413,6 +413,7 @@ def _record_exit(run_dir: Path, job: TaskJob, result: TaskExit, stopping: bool) 
         "attempts": int(prev.get("attempts") or 0) + 1,
         "returncode": result.returncode,
         "reason": None,
+        "timeout_s": job.timeout_s,  # the per-task limit of the launch that ran it last
     }
     if (run_dir / REPORT).exists():
         record["status"] = "finished"
@@ -433,6 +434,18 @@ def _record_exit(run_dir: Path, job: TaskJob, result: TaskExit, stopping: bool) 
     return record
 
 
+def limit_earlier_records(runs: Path, earlier_s: float) -> None:
+    """Write ``earlier_s`` into the task records without a per-task limit, before a resume under another limit.
+
+    Records written before they carried their limit ran under the folder's earlier one; the summary then
+    says which tasks ran under which limit.
+    """
+    for path in runs.glob(f"*/{TASK_RECORD}"):
+        record = read_json(path)
+        if record and record.get("timeout_s") is None:
+            write_json(path, {**record, "timeout_s": earlier_s})
+
+
 def _save_meta(
     out: Path,
     specs: list[TaskSpec],
@@ -446,6 +459,9 @@ def _save_meta(
     price_out: float | None,
 ) -> None:
     meta = read_meta(out)
+    earlier = meta.get("task_timeout_s")
+    if earlier is not None and float(earlier) != timeout_s:
+        limit_earlier_records(out / "runs", float(earlier))
     before = meta.get("context") or {}
     fixed = {**ctx.policy(), "memory": ctx.memory}  # one eval directory, one setting of each
     changed = {k: (before[k], v) for k, v in fixed.items() if k in before and before[k] != v}

@@ -380,6 +380,30 @@ def test_resume_skips_finished_tasks(tmp_path):
     assert len(json.loads((out / "eval.json").read_text())["launches"]) == 2
 
 
+def test_the_summary_says_which_tasks_ran_under_an_earlier_per_task_limit(tmp_path):
+    """Resumed under another --task-timeout, the tasks finished before keep theirs (a record written before
+    records carried it gets the folder's earlier one), and the summary's mode line names both."""
+    tasks = tmp_path / "tasks"
+    make_task(tasks, "01_old")
+    make_task(tasks, "02_rerun")
+    out = tmp_path / "eval"
+    ctx = Context(scripted="s.json", device="cpu")
+    launch = FakeLauncher(lambda job: report(review(speedup=1.5)))
+    run_eval([2], tasks, 0, "", out, ctx, quiet(), task_timeout_s=200, launch=launch)
+    old = out / "runs" / "L2-01_old" / "eval_task.json"
+    record = json.loads(old.read_text())
+    assert record["timeout_s"] == 200
+    old.write_text(json.dumps({k: v for k, v in record.items() if k != "timeout_s"}))  # as written before
+    make_task(tasks, "03_new")
+    again = FakeLauncher(lambda job: report(review(speedup=1.5)))
+    summary = run_eval([2], tasks, 0, "", out, ctx, quiet(), task_timeout_s=300, launch=again, rerun="L2-02*")
+    assert sorted(j.spec.key for j in again.jobs) == ["L2-02_rerun", "L2-03_new"]
+    assert [r["timeout_s"] for r in summary["rows"]] == [200, 300, 300]
+    assert summary["other_limits"] == {"200": 1}
+    text = (out / "summary.md").read_text()
+    assert "per-task limit 300 s (200 s for 1 task, run by an earlier launch)" in text
+
+
 KILLED_LAUNCH = """
 import os, signal, sys, time
 from pathlib import Path
