@@ -72,3 +72,41 @@ def test_model_mode_on_cuda_adds_the_compiler_seed_and_shows_it_to_the_model(tmp
         ("r0-compiler-1", "compiler"),
     ]
     assert [a["status"] for a in state["attempts"]] == ["correct", "correct"]
+
+
+def test_a_seed_without_a_kernel_of_its_own_is_repaired_in_the_graph(tmp_path, monkeypatch, task_path):
+    """The whole offline graph: the compiler seed is one library call (a cuDNN convolution's place in the
+    program), the reviewer rejects it (no custom kernel), the diagnoser's repair recaptures it with the
+    convolution in our kernels (two forms, both reviewed), and the run goes on from the repaired seed; the
+    reference's own ops are never needed."""
+    import kernelskill.runner.env as env
+    from kernelskill.engine import transforms
+    from kernelskill.engine.compiler import SEED_MARK
+    from kernelskill.engine.inductor_seed import CONV_KERNEL_MARK
+
+    head = f'"""{SEED_MARK} scale_relu: TorchInductor\'s kernels (variant \'default\'), captured"""\n'
+    library = head + (
+        "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+        "    def forward(self, x):  # stands for buf0 = extern_kernels.convolution(x, w)\n"
+        "        return torch.relu(x) * 2.0 + 1.0\n"
+    )
+    good = (FIXTURES / "candidates" / "good.py").read_text()
+
+    def capture(ctx, task_path, variant, workdir, *args, conv_kernel=None, **kwargs):
+        marked = head.replace("captured", f"{CONV_KERNEL_MARK} ({conv_kernel}), captured")
+        return SeedOutcome(variant, source=marked + good, capture={}, wall_s=0.1)
+
+    monkeypatch.setattr(env, "cuda_available", lambda: True)
+    monkeypatch.setattr(transforms, "capture_variant", capture)
+    monkeypatch.setattr(
+        generator_node, "compiler_seeds", lambda ctx, path, workdir: [SeedOutcome("default", source=library)]
+    )
+    state = execute(new_run(task_path, Context(max_rounds=1), root=tmp_path / "runs"))
+    statuses = {a["candidate_id"]: a["status"] for a in state["attempts"]}
+    assert statuses["r0-compiler-0"] == "rejected"
+    repaired = [c for c in state["candidates"] if c["origin"] == "diagnoser"]
+    assert len(repaired) == 2 and all(c["parent_id"] == "r0-compiler-0" for c in repaired)
+    assert all(statuses[c["id"]] == "correct" for c in repaired)
+    assert state["best"]["candidate"]["origin"] in ("diagnoser", "optimizer")
+    assert not any(c["origin"] == "reference" for c in state["candidates"])
+    assert state["trajectory"][0]["outcome"] == "correct" and state["trajectory"][0]["repairs"] == 1
