@@ -516,10 +516,14 @@ def rounded_tf32(t: torch.Tensor) -> torch.Tensor:
 
 
 def output_size(size: int, k: int, stride: int, pad: int, dil: int, transposed: bool, output_padding: int = 0) -> int:
-    """PyTorch's output extent of one spatial dimension."""
+    """PyTorch's output extent of one spatial dimension.
+
+    ``output_padding`` of a forward convolution: padding at the end only, beside ``pad`` at both ends (an
+    uneven ``"same"`` padding pads one more at the end).
+    """
     if transposed:
         return (size - 1) * stride - 2 * pad + dil * (k - 1) + output_padding + 1
-    return (size + 2 * pad - dil * (k - 1) - 1) // stride + 1
+    return (size + 2 * pad + output_padding - dil * (k - 1) - 1) // stride + 1
 
 
 POOLS = {"max": 1, "avg": 2}  # the kernel's POOL
@@ -722,7 +726,8 @@ def conv(
 
     ``x`` is ``(batch, channels, *space)`` with 1 to 3 spatial dimensions and ``weight`` PyTorch's
     layout (see :func:`pack_weight`; pass ``packed``, made with ``round_tf32=precision == "tf32r"``, to
-    reuse a packed weight). ``padding`` is numbers, not ``"same"``. The output is contiguous in
+    reuse a packed weight). ``padding`` is numbers, not ``"same"`` (a forward convolution's ``output_padding``:
+    padding at the end only, :func:`output_size`). The output is contiguous in
     PyTorch's layout. ``epilogue``: element-wise steps after the bias (:func:`epilogue_lines`), whose
     per-channel operands ``"E<i>"`` are ``vectors[i]``. A depthwise convolution (one input channel per
     group) runs :func:`ks_conv_depthwise`, every other one :func:`ks_conv_fwd` (``config``: its launch
@@ -785,7 +790,7 @@ def conv(
     if stats and (reduce or depthwise or (channels is not None and channels[1] != "softmax")):
         raise ValueError("statistics are summed only beside a stored output of the implicit-GEMM kernel")
     if reduce and depthwise:  # the stencil kernel stores its output: reduced after it
-        full = conv(x, weight, bias, stride, padding, dilation, groups, False, 0, precision, activation, packed,
+        full = conv(x, weight, bias, stride, padding, dilation, groups, False, output_padding, precision, activation, packed,
                     epilogue, vectors, config)  # fmt: skip
         return full.float().mean(dim=tuple(range(2, full.dim()))).to(x.dtype)
     if reduce:  # (N, channels) fp32 sums, added into by every tile
@@ -974,17 +979,19 @@ def conv_nd(
     reduce: str = "",
     keepdim: bool = False,
     stats: bool = False,
+    pad_end: Any = 0,
 ) -> Any:
     """``torch.conv{1,2,3}d``'s signature through our kernel (what a rewritten graph node calls).
 
     ``epilogue``: JSON of the element-wise steps fused after it (:func:`epilogue_lines`), ``vectors`` their
     per-channel operands. ``reduce="mean"``: then the mean over every spatial dimension (``keepdim`` as
     ``torch.mean``'s), reduced in the kernel. ``stats``: returns ``(output, sums)`` (:func:`conv`'s).
+    ``pad_end``: padding at the end only, beside ``padding`` (an uneven ``"same"``).
     """
     dims = input.dim() - 2
-    s, p, d = (per_dim(v, dims) for v in (stride, padding, dilation))
+    s, p, d, e = (per_dim(v, dims) for v in (stride, padding, dilation, pad_end))
     out, sums = conv_op()(
-        input, weight, bias, s, p, d, int(groups), False, [0] * dims, precision, epilogue, list(vectors), reduce, stats
+        input, weight, bias, s, p, d, int(groups), False, e, precision, epilogue, list(vectors), reduce, stats
     )
     return (out, sums) if stats else _kept(out, dims, reduce, keepdim)
 

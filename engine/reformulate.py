@@ -365,9 +365,9 @@ def _weight_shape(node: Any) -> tuple[int, ...] | None:
 def _numeric_padding(node: Any) -> bool:
     """Make a forward convolution's string padding numbers, in place; False where it stays a string.
 
-    ``"valid"`` is 0, ``"same"`` half of each dimension's ``dilation * (kernel - 1)``. Left alone: a total that
-    is odd (PyTorch then pads one more at the end than at the start, which our kernel's symmetric padding cannot)
-    or a weight whose shape is not static.
+    ``"valid"`` is 0, ``"same"`` half of each dimension's ``dilation * (kernel - 1)`` at both ends; where that
+    total is odd, PyTorch pads one more at the end, which becomes the node's ``pad_end`` (:func:`.conv.conv_nd`'s:
+    the node must then call that). Left alone: a weight whose shape is not static.
     """
     padding = _static_arg(node, 4, "padding", 0)
     if not isinstance(padding, str):
@@ -377,14 +377,14 @@ def _numeric_padding(node: Any) -> bool:
         return False
     taps = shape[2:]
     dilation = _tuple(_static_arg(node, 5, "dilation", 1), len(taps))
-    totals = [d * (k - 1) for d, k in zip(dilation, taps, strict=True)]
-    if padding == "same" and any(t % 2 for t in totals):
-        return False
-    numbers = tuple(t // 2 if padding == "same" else 0 for t in totals)
+    totals = [d * (k - 1) if padding == "same" else 0 for d, k in zip(dilation, taps, strict=True)]
+    numbers = tuple(t // 2 for t in totals)
     if len(node.args) > 4:
         node.args = (*node.args[:4], numbers, *node.args[5:])
     else:
         node.kwargs = {**node.kwargs, "padding": numbers}
+    if any(t % 2 for t in totals):
+        node.kwargs = {**node.kwargs, "pad_end": tuple(t % 2 for t in totals)}
     return True
 
 
@@ -507,9 +507,9 @@ def _sample_of_2_31(*values: Any) -> bool:
 def conv_kernel_forms(gm: Any, precision: str, fuse: bool = True) -> list[str]:
     """Every convolution of a Dynamo graph (forward or transposed, 1-D to 3-D) onto our kernel (``engine/conv.py``).
 
-    In place; returns what was rewritten. A string padding becomes numbers (:func:`_numeric_padding`); a call whose
-    ``"same"`` padding is uneven, whose input is not a floating tensor, or one of whose samples has 2**31 elements
-    (:func:`_sample_of_2_31`) is left alone.
+    In place; returns what was rewritten. A string padding becomes numbers (:func:`_numeric_padding`; an uneven
+    ``"same"`` one more at the end); a call whose input is not a floating tensor, or one of whose samples has 2**31
+    elements (:func:`_sample_of_2_31`), is left alone.
     ``precision``: the kernel's products for fp32 inputs. ``fuse``: the element-wise steps that follow a
     convolution, with numbers, per-channel tensors or values computed before them as operands and the convolution's
     shape and dtype (:func:`epilogue_step`; a chain, or a graph whose values are read more than once,

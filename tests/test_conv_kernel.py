@@ -278,7 +278,7 @@ class _Net(torch.nn.Module):
         super().__init__()
         self.a = torch.nn.Conv2d(3, 8, 3, padding=1)
         self.b = torch.nn.ConvTranspose2d(8, 4, 4, stride=2, padding=1)
-        self.c = torch.nn.Conv1d(4, 4, 4, groups=2, padding="same")  # uneven "same" padding: left to PyTorch
+        self.c = torch.nn.Conv1d(4, 4, 4, groups=2, padding="same")  # uneven "same": one more at the end
 
     def forward(self, x):
         y = self.b(torch.relu(self.a(x)))
@@ -290,11 +290,12 @@ def test_a_graphs_convolutions_are_rewritten_onto_the_kernel():
 
     torch.manual_seed(7)
     seen, targets, got, want = _rewritten(_Net().eval(), torch.randn(2, 3, 6, 6))
-    assert conv_nd in targets and conv_transpose_nd in targets and torch.conv1d in targets
+    assert conv_nd in targets and conv_transpose_nd in targets and torch.conv1d not in targets
     assert seen == [
         [
             "conv2d -> our implicit-GEMM Triton kernel (ieee), with relu fused before its store",
             "conv_transpose2d -> our implicit-GEMM Triton kernel (ieee)",
+            "conv1d -> our implicit-GEMM Triton kernel (ieee), with mul fused before its store",
         ]
     ]
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
@@ -306,19 +307,23 @@ class _Padded(torch.nn.Module):
         self.a = torch.nn.Conv2d(3, 8, 3, padding="same")
         self.b = torch.nn.Conv2d(8, 8, (3, 5), padding="same", dilation=(1, 2))
         self.c = torch.nn.Conv2d(8, 8, 2, padding="valid")
-        self.d = torch.nn.Conv2d(8, 4, 2, padding="same")  # one more at the end than at the start: left to PyTorch
+        self.d = torch.nn.Conv2d(8, 4, 2, padding="same")  # one more at the end than at the start
+        self.e = torch.nn.Conv2d(4, 4, 2, padding="same", groups=4)  # the depthwise stencil, likewise
 
     def forward(self, x):
-        return self.d(self.c(self.b(self.a(x))))
+        return self.e(self.d(self.c(self.b(self.a(x)))))
 
 
-def test_a_string_padding_becomes_numbers_where_it_is_even():
-    """``"same"`` with an even total per dimension and ``"valid"`` run on our kernel with the padding as numbers and
-    match PyTorch; an uneven ``"same"`` stays PyTorch's."""
+def test_a_string_padding_becomes_numbers():
+    """``"same"`` and ``"valid"`` run on our kernel with the padding as numbers and match PyTorch; where a
+    dimension's ``"same"`` total is odd, PyTorch pads one more at the end, and so does our kernel (``pad_end``)."""
     torch.manual_seed(3)
-    seen, targets, got, want = _rewritten(_Padded().eval(), torch.randn(2, 3, 9, 11))
-    assert seen == [["conv2d -> our implicit-GEMM Triton kernel (ieee)"] * 3]
-    assert targets.count(torch.conv2d) == 1
+    codes: list[str] = []
+    seen, targets, got, want = _rewritten(_Padded().eval(), torch.randn(2, 3, 9, 11), codes=codes)
+    stencil = "conv2d -> our depthwise stencil Triton kernel (ieee)"
+    assert seen == [["conv2d -> our implicit-GEMM Triton kernel (ieee)"] * 4 + [stencil]]
+    assert torch.conv2d not in targets and codes[0].count("pad_end = (1, 1)") == 2
+    assert got.shape == want.shape == (2, 4, 8, 10)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
