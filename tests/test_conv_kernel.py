@@ -327,6 +327,22 @@ def test_a_string_padding_becomes_numbers():
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_padding_at_the_end_only_on_every_path():
+    """``pad_end`` (an uneven ``"same"``): a 3-D convolution summing its statistics, and a depthwise one whose
+    spatial mean is taken after the stencil, match PyTorch's ``"same"``."""
+    from kernelskill.engine.conv import conv_nd
+
+    torch.manual_seed(4)
+    x, w = torch.randn(2, 3, 6, 7, 5), torch.randn(4, 3, 2, 3, 4)
+    want = F.conv3d(x, w, padding="same")
+    got, sums = conv_nd(x, w, None, 1, (0, 1, 1), 1, 1, "ieee", pad_end=(1, 0, 1), stats=True)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(sums[0], want.sum(dim=(2, 3, 4)), rtol=1e-4, atol=1e-4)
+    x, w = torch.randn(2, 4, 9, 10), torch.randn(4, 1, 2, 2)
+    mean = conv_nd(x, w, None, 1, 0, 1, 4, "ieee", reduce="mean", pad_end=1)
+    torch.testing.assert_close(mean, F.conv2d(x, w, padding="same", groups=4).mean(dim=(2, 3)), rtol=1e-5, atol=1e-5)
+
+
 def test_the_op_traces_into_a_triton_kernel_node():
     """aot_autograd (Inductor's front end) sees our kernel as a user-defined Triton kernel, not a convolution."""
     code, output = aot_traced_code(
