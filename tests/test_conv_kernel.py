@@ -619,6 +619,11 @@ def test_every_form_on_the_gpu(monkeypatch):
         want = FORWARD[dims](x.double(), w.double(), b.double(), s, p, d, g)
         got = conv(x, w, b, s, p, d, g, precision="tf32r", config={"DIRECT": True})
         torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5, msg=name)
+    for config in ({}, {"DIRECT": True}):  # an uneven "same": one more position at the end (pad_end)
+        x, w = torch.randn(2, 3, 9, 10, device=dev), torch.randn(5, 3, 2, 4, device=dev)
+        want = F.conv2d(x.double(), w.double(), padding="same")
+        got = conv(x, w, None, 1, (0, 1), 1, 1, False, (1, 1), config=config or None)
+        torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5, msg=f"pad_end {config}")
     x, w, b = (t.to(dev) for t in _inputs(CASES["2d-grouped"], transposed=False, seed=8))
     steps = [["add", 0.5], ["mish"], ["clamp", -1.0, 1.5]]
     want = F.mish(F.conv2d(x.double(), w.double(), b.double(), padding=1, groups=4) + 0.5).clamp(-1.0, 1.5)
