@@ -790,8 +790,8 @@ def conv(
     if stats and (reduce or depthwise or (channels is not None and channels[1] != "softmax")):
         raise ValueError("statistics are summed only beside a stored output of the implicit-GEMM kernel")
     if reduce and depthwise:  # the stencil kernel stores its output: reduced after it
-        full = conv(x, weight, bias, stride, padding, dilation, groups, False, output_padding, precision, activation, packed,
-                    epilogue, vectors, config)  # fmt: skip
+        full = conv(x, weight, bias, stride, padding, dilation, groups, False, output_padding, precision, activation,
+                    packed, epilogue, vectors, config)  # fmt: skip
         return full.float().mean(dim=tuple(range(2, full.dim()))).to(x.dtype)
     if reduce:  # (N, channels) fp32 sums, added into by every tile
         out5 = torch.zeros((n, out_c, 1, 1, 1), dtype=torch.float32, device=x.device)
