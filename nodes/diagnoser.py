@@ -23,7 +23,7 @@ from kernelskill.graph.state import Candidate, State
 from kernelskill.runner.static_check import NO_KERNEL
 from kernelskill.skills_kb.retrieve import cards_text, retrieve
 
-from .model.candidates import candidate_from_reply, make_candidate, run_dir
+from .model.candidates import candidate_from_reply, make_candidate, make_candidates, run_dir
 from .model.llm import ask_verdict, call_index
 from .model.prompting import render
 from .model.target import io_text, where_text
@@ -169,11 +169,10 @@ def offline_repair(state: State, ctx: Context | None = None) -> dict[str, Any]:
         "root_cause": "no custom kernel: the compiler seed's main work is a library call",
         "fix_plan": f"recapture the seed with that work in our own kernels ({how})",
     }
-    made: list[Candidate] = []
-    for src, what in list(zip(sources, notes, strict=True)) or [("", f"{how}: {problem}")]:
-        so_far = {"candidates": [*state.get("candidates", []), *made]}
-        note = f"offline repair {repair} of {cand['id']}: {what}"
-        new = make_candidate(so_far, src, "diagnoser", cand["id"], rnd, note)
+    if not sources:  # nothing to review: an empty candidate fails as no_code
+        sources, notes = [""], [f"{how}: {problem}"]
+    notes = [f"offline repair {repair} of {cand['id']}: {what}" for what in notes]
+    made = make_candidates(state, sources, notes, "diagnoser", cand["id"], rnd)
+    for new in made:
         new["verdict"] = verdict
-        made.append(new)
     return {"current": made[0], "pending_seeds": made[1:], "candidates": made, "repairs": repair}

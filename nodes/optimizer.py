@@ -22,7 +22,7 @@ from kernelskill.graph.search import parent_of
 from kernelskill.graph.state import Candidate, Plan, State
 from kernelskill.skills_kb.library import default_library, render_card
 
-from .model.candidates import candidate_from_reply, make_candidate, run_dir
+from .model.candidates import candidate_from_reply, make_candidate, make_candidates, run_dir
 from .model.llm import ask, call_index
 from .model.prompting import render
 from .model.target import io_text, profile_text, where_text
@@ -86,11 +86,5 @@ def _apply_transform(
     if not sources:  # nothing to review: an empty candidate fails as no_code and the round ends
         new = make_candidate(state, "", "optimizer", parent["id"], rnd, f"apply {skill_id}: {problem}")
         return {"current": new, "candidates": [new], "round": rnd, "repairs": 0}
-    made: list[Candidate] = []
-    for src, note in zip(sources, notes, strict=True):
-        made.append(
-            make_candidate(
-                {"candidates": list(state.get("candidates", [])) + made}, src, "optimizer", parent["id"], rnd, note
-            )
-        )
+    made = make_candidates(state, sources, notes, "optimizer", parent["id"], rnd)
     return {"current": made[0], "pending_seeds": made[1:], "candidates": made, "round": rnd, "repairs": 0}

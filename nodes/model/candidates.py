@@ -18,6 +18,17 @@ def make_candidate(state: State, source: str, origin: Origin, parent_id: str | N
     return Candidate(id=f"r{rnd}-{origin}-{n}", source=source, origin=origin, parent_id=parent_id, round=rnd, note=note)
 
 
+def make_candidates(
+    state: State, sources: list[str], notes: list[str], origin: Origin, parent_id: str, rnd: int
+) -> list[Candidate]:
+    """One new candidate per source (with its note), numbered after the state's candidates and each other."""
+    made: list[Candidate] = []
+    for src, note in zip(sources, notes, strict=True):
+        so_far: Any = {"candidates": [*state.get("candidates", []), *made]}
+        made.append(make_candidate(so_far, src, origin, parent_id, rnd, note))
+    return made
+
+
 def run_dir(ctx: Context) -> Path:
     """The run directory from the context, or a fresh temporary one (e.g. under Studio)."""
     if ctx.run_dir:
