@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +38,10 @@ def resolve_prices(meta: dict[str, Any], price_in: float | None, price_out: floa
 
 def other_limits(rows: list[dict[str, Any]], current: float | None) -> dict[str, int]:
     """The per-task limits other than ``current`` that tasks ran under (earlier launches): limit -> tasks."""
-    counts: dict[str, int] = {}
-    for r in rows:
-        limit = r.get("timeout_s")
-        if limit is not None and current is not None and float(limit) != float(current):
-            counts[f"{float(limit):g}"] = counts.get(f"{float(limit):g}", 0) + 1
-    return counts
+    if current is None:
+        return {}
+    limits = (float(r["timeout_s"]) for r in rows if r.get("timeout_s") is not None)
+    return dict(Counter(f"{limit:g}" for limit in limits if limit != float(current)))
 
 
 def limits_note(others: dict[str, int]) -> str:

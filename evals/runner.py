@@ -459,9 +459,6 @@ def _save_meta(
     price_out: float | None,
 ) -> None:
     meta = read_meta(out)
-    earlier = meta.get("task_timeout_s")
-    if earlier is not None and float(earlier) != timeout_s:
-        limit_earlier_records(out / "runs", float(earlier))
     before = meta.get("context") or {}
     fixed = {**ctx.policy(), "memory": ctx.memory}  # one eval directory, one setting of each
     changed = {k: (before[k], v) for k, v in fixed.items() if k in before and before[k] != v}
@@ -470,6 +467,9 @@ def _save_meta(
         raise ValueError(
             f"{out} was run under other policies or memory ({said}): resume it with the same ones, or use a new --out"
         )
+    earlier = meta.get("task_timeout_s")
+    if earlier is not None and float(earlier) != timeout_s:  # a resume that goes ahead, under another limit
+        limit_earlier_records(out / "runs", float(earlier))
     prices = dict(meta.get("prices") or {"in": None, "out": None})
     if price_in is not None:
         prices["in"] = price_in
