@@ -151,7 +151,7 @@ def ks_conv_fwd(
     STATS: tl.constexpr, CHANNELS: tl.constexpr, CHANNELS_FIRST: tl.constexpr, K_EXACT: tl.constexpr,
     POOL: tl.constexpr, PKD: tl.constexpr, PKH: tl.constexpr, PKW: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EPI_SPLIT: tl.constexpr,
-    SPLIT_K: tl.constexpr, PART: tl.constexpr,
+    SPLIT_K: tl.constexpr, PART: tl.constexpr, PHASE_INNER: tl.constexpr,
 ):  # fmt: skip
     """One (output positions x output channels) tile of one group and, when transposed, one phase.
 
@@ -184,13 +184,21 @@ def ks_conv_fwd(
     reduction's steps are split in ``SPLIT_K`` contiguous ranges, one a program (grid axis 2), each
     tile's partial sums stored whole into ``Part``; ``PART`` 2, a tile is the sum of its ``SPLIT_K``
     partial tiles, then finished as usual (so every fused step sees the whole sum). ``PART`` 0: one pass.
+    ``PHASE_INNER`` (transposed, several phases): grid axis 0 is (tile, phase) with the phase fastest and
+    axis 1 the group, so the phases of one tile run side by side. Their stores interleave in the same
+    output rows (a phase's positions are ``S`` apart), and a sector they share is then completed in L2
+    while it is there; phase after phase over the whole output, each sector would be written partly,
+    again and again. Otherwise axis 0 is the tile and axis 1 (group, phase).
     """
     pid = tl.program_id(0)
     pid_gp = tl.program_id(1)
+    phases = SD * SH * SW if TRANSPOSED else 1
+    if PHASE_INNER:
+        pid_gp = pid_gp * phases + pid % phases
+        pid = pid // phases
     n_tiles = tl.cdiv(OC, BLOCK_N)
     pid_n = pid % n_tiles  # consecutive programs share one tile of positions
     pid_m = pid // n_tiles
-    phases = SD * SH * SW if TRANSPOSED else 1
     g = pid_gp // phases
     phase = pid_gp % phases
     phase_d = phase // (SH * SW)
@@ -812,7 +820,9 @@ def conv(
                         activation, None, epilogue, rv, tuned, reduce, stats)  # fmt: skip
 
         work = grid_work(n * math.prod(q), out_g, groups, phases, k_taps, c_g, cfg)
-        cfg = conv_tune.tuned(x, weight, bias, vectors, geometry, precision, epilogue, reduce, cfg, c_g, run, work=work)
+        cfg = conv_tune.tuned(
+            x, weight, bias, vectors, geometry, precision, epilogue, reduce, cfg, c_g, run, work=work, phases=phases
+        )
     if channels is not None:  # every output channel in one tile
         cfg["BLOCK_N"] = max(cfg["BLOCK_N"], triton.next_power_of_2(out_g))
     direct = bool(cfg.get("DIRECT")) and not depthwise
@@ -851,6 +861,7 @@ def conv(
     else:
         rows = n * q[0] * q[1] * q[2] if pool is None else n * math.prod(pooled) * math.prod(pk)
     tiles_m, tiles_n = triton.cdiv(rows, cfg["BLOCK_M"]), triton.cdiv(out_g, cfg["BLOCK_N"])
+    phase_inner = bool(cfg.get("PHASE_INNER")) and phases > 1
     split = 1 if cfg["FLAT_K"] else max(1, int(cfg.get("SPLIT_K") or 1))
     if tiles_m * cfg["BLOCK_M"] * tiles_n * cfg["BLOCK_N"] >= 2**31:  # the kernel's 32-bit offsets in one partial
         split = 1
@@ -881,10 +892,10 @@ def conv(
         POOL=POOLS[pool[1]] if pool else 0, PKD=pk[0], PKH=pk[1], PKW=pk[2],
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
         EPI_SPLIT=1 if channels is not None else int(cfg.get("EPI_SPLIT") or epilogue_split(cfg)),
-        SPLIT_K=split, PART=0,
+        SPLIT_K=split, PART=0, PHASE_INNER=phase_inner,
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )  # fmt: skip
-    grid = (tiles_m * tiles_n, groups * phases)
+    grid = (tiles_m * tiles_n * phases, groups) if phase_inner else (tiles_m * tiles_n, groups * phases)
     if split > 1:  # the reduction's ranges in the plain kernel (nothing is fused into a partial tile), then the sums
         plain = dict(HAS_BIAS=False, ACTIVATION=0, REDUCE=0, STATS=0, CHANNELS=0, CHANNELS_FIRST=0, EPI_SPLIT=1)
         launcher(ks_conv_fwd, (*grid, split))(*args, **{**constexprs, **plain, "PART": 1})

@@ -12,8 +12,10 @@ under the GPU's name and Triton's version), so a later capture of the same convo
   zero-padded to one (``PAD_C``: in the channels-last copy and the packed weight), so every operand load
   is a 16-byte vector; where the default finishes its tile in column slices
   (:func:`.conv.epilogue_split`), the default finishing it whole; with a step over the output channels
-  (whole tiles), smaller tiles a thread. Each computes the same convolution (the tests check every one
-  against PyTorch). Not among them, measured slower on an H200: the reduction over the flattened
+  (whole tiles), smaller tiles a thread; for a transposed convolution of several phases, the launch order
+  with each tile's phases side by side (``PHASE_INNER``: their stores interleave in the output's rows).
+  Each computes the same convolution (the tests check every one against PyTorch). Not among them,
+  measured slower on an H200: the reduction over the flattened
   tap x channel index (``FLAT_K``; the slowest few-channel form on each of nine convolutions) and 64
   channels a reduction step (1.04-2.1x the 32-channel step's time, three convolutions of 64 channels).
 - Timing: the candidates' kernels are compiled together on a pool of threads (:func:`compile_together`),
@@ -28,7 +30,8 @@ under the GPU's name and Triton's version), so a later capture of the same convo
   not when an explicit ``config`` is given, and not once this process has spent its tuning budget
   (``KERNELSKILL_CONV_TUNE_BUDGET``, 120 s of compiles and timings, waits for a shared GPU not counted: a
   network of many distinct convolutions tunes the first ones) or its launch's deadline is less than two
-  minutes away (``graph/deadline.py``). A choice read from the cache costs nothing.
+  minutes away (``graph/deadline.py``). A choice read from the cache costs nothing; one the cache holds
+  from another list of candidates (an earlier version's) is timed again.
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ def candidates(
     epilogue: list[list[Any]] | None = None,
     work: tuple[int, int] | None = None,
     sms: int = SMS,
+    phases: int = 1,
 ) -> list[dict[str, Any]]:
     """Launch configurations to time, ``base`` (:func:`.conv.launch_config`'s) first, each distinct.
 
@@ -86,6 +90,8 @@ def candidates(
     the whole tile at once (no column slices), also tiles of fewer positions a thread, which leave its
     registers room. ``work``: ``base``'s programs and main-loop steps (:func:`.conv.grid_work`); a grid of
     fewer programs than the GPU's ``sms`` multiprocessors also gets split-K candidates (:func:`split_counts`).
+    ``phases``: a transposed convolution's (the product of its strides); with more than one, also the launch
+    order with a tile's phases side by side (``PHASE_INNER``).
     """
     channel_step = any(step[0] == "channels" for step in epilogue or [])
     out = [dict(base)]
@@ -112,6 +118,8 @@ def candidates(
     if base["BLOCK_N"] >= 64:
         add(BLOCK_M=256, num_warps=8)
     add(num_stages=4)
+    if transposed and phases > 1:
+        add(PHASE_INNER=True)
     if channel_step:  # 128 channels: 64 positions over eight warps (32 values a thread), 32 over four
         add(BLOCK_M=64, num_warps=8)
         add(BLOCK_M=32)
@@ -189,7 +197,8 @@ def choose(
     if cache_key in _MEMO:
         return _MEMO[cache_key]
     stored = cache.get(CACHE, cache_key)
-    if isinstance(stored, dict) and stored.get("config") in configs:
+    listing = [json.dumps(c, sort_keys=True) for c in configs]  # a choice among other candidates is made again
+    if isinstance(stored, dict) and stored.get("config") in configs and stored.get("candidates") == listing:
         _MEMO[cache_key] = dict(stored["config"])
         return _MEMO[cache_key]
     time_one = timer or _do_bench
@@ -224,7 +233,8 @@ def choose(
     best_ms, best = min(times)
     chosen = dict(ready[best])
     _MEMO[cache_key] = chosen
-    cache.put(CACHE, cache_key, {"config": chosen, "ms": best_ms, "timed": {json.dumps(ready[i]): t for t, i in times}})
+    timed = {json.dumps(ready[i]): t for t, i in times}
+    cache.put(CACHE, cache_key, {"config": chosen, "ms": best_ms, "candidates": listing, "timed": timed})
     return chosen
 
 
@@ -242,16 +252,18 @@ def tuned(
     run: Callable[[dict[str, Any], tuple[Any, ...]], Any],
     timer: Callable[[Callable[[], Any]], float] | None = None,
     work: tuple[int, int] | None = None,
+    phases: int = 1,
 ) -> dict[str, Any]:
     """:func:`.conv.conv`'s configuration for this convolution: the fastest candidate, else ``base``.
 
     ``run(config, (x, weight, bias, vectors))`` computes the convolution with ``config`` on real tensors
     made here of the arguments' shapes (the arguments may be fake). Anything that goes wrong (out of
-    memory for the copies, say) leaves ``base``. ``timer``: see :func:`choose`. ``work``: see :func:`candidates`.
+    memory for the copies, say) leaves ``base``. ``timer``: see :func:`choose`. ``work``, ``phases``: see
+    :func:`candidates`.
     """
     chosen = base
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.device.type == "cuda" else SMS
-    configs = candidates(base, in_per_group, bool(geometry[4]), int(geometry[3]), epilogue, work, sms)
+    configs = candidates(base, in_per_group, bool(geometry[4]), int(geometry[3]), epilogue, work, sms, phases)
     if len(configs) > 1:
         try:
             cache_key = key(x, weight, bias is not None, geometry, precision, epilogue, list(vectors), reduce)

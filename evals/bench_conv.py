@@ -243,7 +243,11 @@ def tuning_candidates(
         depthwise = c_g == 1 and not transposed
         positions, phases = _positions_phases(call)
         work = conv_module.grid_work(positions, out_g, groups, phases, taps, c_g, base)
-        configs = [base] if depthwise else conv_tune.candidates(base, c_g, transposed, groups, desc["epilogue"], work)
+        configs = (
+            [base]
+            if depthwise
+            else conv_tune.candidates(base, c_g, transposed, groups, desc["epilogue"], work, phases=phases)
+        )
         yield desc, configs, call
 
 

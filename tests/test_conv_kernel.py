@@ -192,14 +192,14 @@ COMPILE = textwrap.dedent(
                   "STATS": 0, "CHANNELS": 0, "CHANNELS_FIRST": 1, "K_EXACT": transposed,
                   "POOL": 0, "PKD": 1, "PKH": 1, "PKW": 1,
                   "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"],
-                  "EPI_SPLIT": 1 if flat else 2, "SPLIT_K": 1, "PART": 0}
+                  "EPI_SPLIT": 1 if flat else 2, "SPLIT_K": 1, "PART": 0, "PHASE_INNER": transposed}
         compiled = build(K.ks_conv_fwd, consts, ptrs, cfg["num_warps"], cfg["num_stages"])
         print("OK", transposed, flat, direct, compiled.metadata.shared)
 
     unary = [[op] for op in K.UNARY] + [["elu", 0.5], ["celu", 2.0], ["softplus", 2.0, 5.0], ["leaky_relu", 0.1]]
     steps = [["add", "E0"], *unary, ["affine", "E1", "E0"], ["clamp", 0.0, 1.0]]
     kernel = K.epilogue_kernel(steps, 2)  # a generated epilogue kernel
-    consts.update(TRANSPOSED=False, FLAT_K=False, DIRECT=False, REDUCE=0, PRECISION="tf32")
+    consts.update(TRANSPOSED=False, FLAT_K=False, DIRECT=False, REDUCE=0, PRECISION="tf32", PHASE_INNER=False)
     build(kernel, consts, ptrs)
     build(kernel, {**consts, "EPI_SPLIT": 4, "STATS": 1}, ptrs)  # in four column slices
     print("OK epilogue")

@@ -29,6 +29,7 @@ CASES = {
     "3d-asymmetric": (3, 3, 4, (2, 3, 3), (1, 2, 1), (0, 1, 1), 1, 1, (4, 6, 5), False),
     "2d-many-channels": (2, 40, 20, (1, 1), 1, 0, 1, 1, (5, 5), False),
     "2d-transposed": (2, 5, 3, (3, 3), 2, 1, 1, 1, (5, 6), True),
+    "2d-transposed-grouped-dilated": (2, 4, 6, (3, 2), (3, 2), 1, 2, 2, (4, 5), True),
 }
 FORWARD = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
 
@@ -54,7 +55,11 @@ def _case(name):
     for n in k:
         taps *= n
     base = launch_config(cin // g, w.shape[1] if transposed else cout // g, taps)
-    return x, w, b, (s, p, d, g, transposed), want, conv_tune.candidates(base, cin // g, transposed), base
+    phases = 1
+    for n in [s] * dims if isinstance(s, int) else s:
+        phases *= n if transposed else 1
+    configs = conv_tune.candidates(base, cin // g, transposed, g, phases=phases)
+    return x, w, b, (s, p, d, g, transposed), want, configs, base
 
 
 def test_the_candidates_start_with_the_default_and_differ():
@@ -87,6 +92,19 @@ def test_every_candidate_computes_the_convolution(name):
         torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5, msg=lambda m, cfg=cfg: f"{cfg}: {m}")
 
 
+def test_a_transposed_convolution_of_several_phases_is_also_timed_with_a_tiles_phases_side_by_side():
+    back = launch_config(8, 8, 9, transposed=True)
+    assert {"PHASE_INNER": True}.items() <= conv_tune.candidates(back, 8, True, phases=4)[-1].items()
+    assert not any(c.get("PHASE_INNER") for c in conv_tune.candidates(back, 8, True, phases=1))  # stride 1
+    assert not any(c.get("PHASE_INNER") for c in conv_tune.candidates(launch_config(8, 8, 9), 8, False, phases=4))
+    x, w, b, (s, p, d, g, _), want, configs, base = _case("2d-transposed-grouped-dilated")
+    assert any(c.get("PHASE_INNER") for c in configs)
+    for extra in ({"SPLIT_K": 2, "BLOCK_M": 64}, {"PHASE_INNER": False}):  # with split-K; the other order
+        cfg = {**base, "PHASE_INNER": True, **extra}
+        got = conv(x, w, b, s, p, d, g, transposed=True, output_padding=1, config=cfg)
+        torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+
+
 def test_the_fastest_is_chosen_cached_and_reused():
     from kernelskill.runner import cache
 
@@ -114,6 +132,10 @@ def test_the_fastest_is_chosen_cached_and_reused():
     assert conv_tune.choose("k1", configs, run, timer) == {"BLOCK_M": 64} and not ran  # this process: memoized
     conv_tune._MEMO.clear()
     assert conv_tune.choose("k1", configs, run, timer) == {"BLOCK_M": 64} and not ran  # another: from the cache
+    conv_tune._MEMO.clear()
+    more = [*configs, {"BLOCK_M": 64, "PHASE_INNER": True}]  # a candidate the stored choice was not made against
+    timed.clear()
+    assert conv_tune.choose("k1", more, run, timer) == {"BLOCK_M": 64} and timed.count(64) == 4  # timed again
     conv_tune._MEMO.clear()
     assert conv_tune.choose("k2", [{"BLOCK_M": 32}, {"BLOCK_M": 32, "x": 1}], run, timer) == {"BLOCK_M": 32}
 
