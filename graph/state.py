@@ -129,6 +129,7 @@ class State(TypedDict, total=False):
     time_left_s: float | None  # seconds to this launch's deadline (graph.deadline) at the latest review
     repairable: bool  # offline: a deterministic repair applies to a failed candidate of this round
     task_error: str  # why the reference task is unusable (the generator's probe); no candidate is then run
+    seed_notes: list[str]  # each compiler seed capture: its variant and time, or why it produced no seed
     candidates: Annotated[list[Candidate], operator.add]
     """Every candidate produced, in order (appended)."""
     attempts: Annotated[list[Attempt], operator.add]

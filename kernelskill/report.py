@@ -81,6 +81,7 @@ def build_report(run: Run, state: State) -> dict[str, Any]:
             float(getattr(run.context, "price_out_per_mtok", 0.0) or 0.0),
         ),
         "candidates": len(state.get("candidates", [])),
+        "seed_notes": state.get("seed_notes", []),
     }
 
 
@@ -97,6 +98,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"- stop reason: {report['stop_reason']}",
         f"- candidates reviewed: {len(report['attempts'])}",
     ]
+    lines += [f"- {note}" for note in report.get("seed_notes") or []]
     if r:
         versions = versions_text(r.get("software") or {})
         lines.append(

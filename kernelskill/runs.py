@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import secrets
+import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -123,7 +124,9 @@ def describe(node: str, update: dict[str, Any]) -> str:
     if node in ("generator", "diagnoser", "optimizer"):
         c = update["current"]
         what = f"{len(c['source'].splitlines())} lines" if c["source"] else f"no code ({c['note']})"
-        return f"candidate {c['id']}: {what}"
+        missing = [n for n in update.get("seed_notes") or [] if " unavailable: " in n]  # the others are candidates
+        seeds = f" | {'; '.join(textwrap.shorten(n, 240, placeholder=' ...') for n in missing)}" if missing else ""
+        return f"candidate {c['id']}: {what}{seeds}"
     if node == "reviewer":
         r = update["review"]
         if r["status"] == "correct":

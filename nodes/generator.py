@@ -134,6 +134,7 @@ def generator(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         **common,
         "budget": budget,
         "search": {"seeds": len(seeds), "parents": ctx.parents, "explore": ctx.explore, "seed": ctx.seed},
+        "seed_notes": [c.note() for c in compiled],
         "current": seeds[0],
         "pending_seeds": seeds[1:],
         "candidates": seeds,

@@ -5,12 +5,13 @@ hand-written seed and CUDA is pretended present in the agent process only; every
 reviewed for real, in its own process, on Triton's CPU interpreter.
 """
 
+import json
 from pathlib import Path
 
 from kernelskill.engine.compiler import SeedOutcome
 from kernelskill.graph.context import Context
 from kernelskill.nodes import generator as generator_node
-from kernelskill.runs import execute, new_run
+from kernelskill.runs import describe, execute, new_run
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -48,6 +49,13 @@ def test_offline_graph_applies_deterministic_skills(tmp_path, monkeypatch, task_
     assert "cuda-graphs (applies_when failed: derived.launches_per_forward >= 3" in stop
     report = (Path(ctx.run_dir) / "report.md").read_text()
     assert "OFFLINE engine" in report
+    # every capture is in the report, the one that made no seed with its reason
+    assert state["seed_notes"] == ["compiler seed: TorchInductor, variant default (0 s to capture)",
+                                   "compiler seed (triton) unavailable: n/a"]  # fmt: skip
+    assert "\n- compiler seed (triton) unavailable: n/a\n" in report
+    assert json.loads((Path(ctx.run_dir) / "report.json").read_text())["seed_notes"] == state["seed_notes"]
+    line = describe("generator", {"current": first, "seed_notes": state["seed_notes"]})
+    assert line.endswith("lines | compiler seed (triton) unavailable: n/a")  # the progress line names it too
 
 
 def test_model_mode_on_cuda_adds_the_compiler_seed_and_shows_it_to_the_model(tmp_path, monkeypatch, task_path):
