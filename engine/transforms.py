@@ -8,7 +8,8 @@ Each transform implements the method of the skill cards that name it (``transfor
   and returning clones of the static outputs (so a later call never overwrites a returned tensor).
 - ``autotune_sweep`` (cards ``autotune-configs``, ``block-size-num-warps``): for a compiler seed,
   TorchInductor's own sweep (max-autotune over GEMM/convolution templates plus coordinate-descent
-  tuning of every kernel's block sizes, ``num_warps`` and ``num_stages``), captured as a new seed;
+  tuning of every kernel's block sizes, ``num_warps`` and ``num_stages``), captured as a new seed
+  (under ``kernels = custom`` with the Triton templates only: a library GEMM's answer would not count);
   a compiler seed whose dots were moved to ``tf32x3`` / ``tf32`` / ``tf32r`` is recaptured with TF32 matmuls
   allowed (Inductor then autotunes its templates for tensor-core products) and given its
   precision back; for a hand-written candidate, one-knob-at-a-time neighbours of each launch's constexpr tile sizes
@@ -280,7 +281,8 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
             sources, notes = sources + split, notes + split_notes
         return sources, notes, problem if not sources else ""
     if variant is not None:
-        return _recapture(ctx, task_path, workdir, base, TUNED[variant], conv_gemm_form, graphed, "autotune_sweep")
+        tuned = TUNED["triton"] if ctx.kernels == "custom" else TUNED[variant]  # custom: no library GEMM choices
+        return _recapture(ctx, task_path, workdir, base, tuned, conv_gemm_form, graphed, "autotune_sweep")
     variants = sweep_variants(base, max_variants=SWEEP_VARIANTS)
     if not variants:
         return [], [], "autotune_sweep: no variant to try"

@@ -309,6 +309,12 @@ def test_autotune_sweep_on_a_compiler_seed_recaptures_the_tuned_variant(tmp_path
     assert calls == ["triton_autotune"] and not problem
     assert GRAPH_MARK in sources[0]  # the CUDA-graph wrapper is kept on the recaptured seed
     assert applicable("autotune_sweep", sources[0]) == "already TorchInductor's autotuned variant"
+    calls.clear()  # the default variant: max-autotune with library choices too, or only Triton's under custom
+    default = base.replace("(variant 'triton')", "(variant 'default')")
+    assert is_compiler_seed(default) == "default"
+    apply("autotune_sweep", default, Context(), "t.py", tmp_path)
+    apply("autotune_sweep", default, Context(kernels="custom"), "t.py", tmp_path)
+    assert calls == ["autotune", "triton_autotune"]
 
 
 def test_autotuning_variants_prune_configs_over_shared_memory():
