@@ -13,8 +13,10 @@ partial summary and prints the command that resumes the run. With several GPU wo
 share of the CPU cores (``KERNELSKILL_CPUS``): a task's compile pool then never competes with another GPU's timing loop.
 A GPU named more than once (``--gpus 0,0,0``) runs that many workers on it; they share its lock
 (:mod:`kernelskill.runner.gpu_share`): kernels of several tasks may run at once, but every timing of
-record holds the GPU alone. With ``cluster`` set (``--cluster ray[://ADDRESS]``) the same jobs run
-as Ray tasks on any node of a cluster (:mod:`kernelskill.evals.cluster`), one task per GPU.
+record holds the GPU alone; a task that ran out of memory there (a review's or a seed capture's, beside the
+other workers' processes) runs again from the start, alone, once the launch's other tasks are done.
+With ``cluster`` set (``--cluster ray[://ADDRESS]``) the same jobs run as Ray tasks on any node of a
+cluster (:mod:`kernelskill.evals.cluster`), one task per GPU.
 """
 
 from __future__ import annotations
@@ -342,6 +344,21 @@ def set_aside_busy(runs: Path, keys: list[str]) -> list[str]:
     )
 
 
+OUT_OF_MEMORY = "out of memory"  # in a review's error digest or a seed capture's note (CUDA's and PyTorch's wording)
+
+
+def ran_out_of_memory(run_dir: Path) -> bool:
+    """True when a finished task's run met an out-of-memory: a review's or a compiler seed capture's.
+
+    Beside other workers' processes on one GPU, such a task's answer may be the reference's own ops, or none,
+    for want of memory others held: :func:`run_eval` runs it again alone at the end of the launch.
+    """
+    report = read_json(run_dir / REPORT)
+    texts = [str(a.get("error_digest") or "") for a in report.get("attempts") or []]
+    texts += [str(note) for note in report.get("seed_notes") or []]
+    return any(OUT_OF_MEMORY in text.lower() for text in texts)
+
+
 def resume_command(
     levels: Sequence[int],
     tasks_dir: Path | None,
@@ -660,8 +677,9 @@ def run_eval(
             f"{todo.qsize()} to run on {len(workers)} worker(s)\nresume with: {hint}",
         )
         progress = _Progress(console, len(specs), finished + unusable, todo.qsize())
+        short_of_memory: list[tuple[TaskSpec, str]] = []  # (task, its GPU): ran out of memory beside other workers
 
-        def work(index: int, gpu: str) -> None:
+        def work(index: int, gpu: str, alone: bool = False) -> None:
             share_dir = (Path(locks) if locks else out / "gpu-share") / f"gpu{gpu}" if gpu in shared_gpus else None
             while not stop.is_set():
                 try:
@@ -679,6 +697,8 @@ def run_eval(
                 row = task_row(spec, job.run_dir)
                 _add_launch(out, started, True, gpus, ctx.cluster, launch_index, locks)
                 progress.task_done(spec, row["status"], result.wall_s, row["speedup_vs_eager"])
+                if not alone and gpu and workers.count(gpu) > 1 and ran_out_of_memory(job.run_dir):
+                    short_of_memory.append((spec, gpu))
 
         threads = [
             threading.Thread(target=work, args=(i, g), daemon=True, name=f"eval-{i}-gpu{g}")
@@ -689,6 +709,22 @@ def run_eval(
         for t in threads:
             while t.is_alive():
                 t.join(timeout=0.5)
+        if short_of_memory and not stop.is_set():  # once, one at a time, this eval's other workers done
+            _say(
+                console,
+                f"running again alone ({len(short_of_memory)}), out of GPU memory beside other workers: "
+                f"{', '.join(spec.key for spec, _ in short_of_memory)} (previous runs in {out / 'superseded'})",
+            )
+            progress.done -= len(short_of_memory)
+            progress.to_run += len(short_of_memory)
+            for spec, gpu in short_of_memory:
+                _set_aside(runs, spec.key)
+                todo.put(spec)
+                retry = threading.Thread(target=work, args=(0, gpu, True), daemon=True, name=f"eval-alone-gpu{gpu}")
+                threads.append(retry)  # joined on Ctrl-C like the others
+                retry.start()
+                while retry.is_alive():
+                    retry.join(timeout=0.5)
     except KeyboardInterrupt:
         interrupted = True
         stop.set()

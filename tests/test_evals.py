@@ -404,6 +404,35 @@ def test_the_summary_says_which_tasks_ran_under_an_earlier_per_task_limit(tmp_pa
     assert "per-task limit 300 s (200 s for 1 task, run by an earlier launch)" in text
 
 
+def test_a_task_out_of_memory_beside_other_workers_runs_again_alone_at_the_end(tmp_path):
+    """Two workers on one GPU: a task whose seed capture ran out of memory (another worker's process held it)
+    starts over once the others are done, alone; the first run is kept in superseded/. With one worker a
+    GPU, an out-of-memory is the task's own and stands."""
+    tasks = tmp_path / "tasks"
+    for name in ("01_a", "02_big", "03_c"):
+        make_task(tasks, name)
+    oom = "compiler seed (default) unavailable: OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB."
+
+    def make_report(job):
+        rep = report(review(speedup=1.5))
+        if job.spec.key.endswith("02_big") and not (job.run_dir.parent.parent / "superseded").exists():
+            rep = {**report(review(speedup=1.0, custom=False)), "seed_notes": [oom], "attempts": []}
+        return rep
+
+    out = tmp_path / "eval"
+    ctx = Context(scripted="s.json", device="cpu")
+    launch = FakeLauncher(make_report)
+    summary = run_eval([2], tasks, 0, "0,0", out, ctx, quiet(), launch=launch)
+    keys = [j.spec.key for j in launch.jobs]
+    assert sorted(keys[:3]) == ["L2-01_a", "L2-02_big", "L2-03_c"] and keys[3:] == ["L2-02_big"]
+    assert launch.jobs[3].env.get("CUDA_VISIBLE_DEVICES") == launch.jobs[0].env.get("CUDA_VISIBLE_DEVICES")
+    assert "seed_notes" in json.loads((out / "superseded" / "L2-02_big" / "report.json").read_text())
+    assert [r["status"] for r in summary["rows"]] == ["success"] * 3
+    alone = FakeLauncher(make_report)
+    run_eval([2], tasks, 0, "0", tmp_path / "eval-1", ctx, quiet(), launch=alone)
+    assert len(alone.jobs) == 3  # one worker on the GPU: nothing ran beside it
+
+
 KILLED_LAUNCH = """
 import os, signal, sys, time
 from pathlib import Path
