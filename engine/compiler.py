@@ -24,6 +24,7 @@ from kernelskill.runner.sandbox import ChildFailure, alone_request, needs_gpu_al
 from kernelskill.runner.static_check import HEAVY_MODULES, HEAVY_OPS, forward_compute_ops
 
 SEED_MARK = "kernelskill compiler seed for"
+UNAVAILABLE = " unavailable: "  # in the note of a capture that made no seed (SeedOutcome.note)
 
 
 @dataclass
@@ -55,7 +56,7 @@ class SeedOutcome:
     def note(self) -> str:
         """One line for the candidate's note or the run's progress."""
         if not self.ok:
-            return f"compiler seed ({self.variant}) unavailable: {self.error}"
+            return f"compiler seed ({self.variant}){UNAVAILABLE}{self.error}"
         heavy = self.capture.get("heavy_extern_calls") or []
         lib = f"; main work in library calls {', '.join(heavy)}" if heavy else ""
         forms = self.capture.get("reformulated") or []

@@ -718,6 +718,8 @@ def run_eval(
             progress.done -= len(short_of_memory)
             progress.to_run += len(short_of_memory)
             for spec, gpu in short_of_memory:
+                if stop.is_set():
+                    break
                 _set_aside(runs, spec.key)
                 todo.put(spec)
                 retry = threading.Thread(target=work, args=(0, gpu, True), daemon=True, name=f"eval-alone-gpu{gpu}")

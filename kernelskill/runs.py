@@ -124,7 +124,9 @@ def describe(node: str, update: dict[str, Any]) -> str:
     if node in ("generator", "diagnoser", "optimizer"):
         c = update["current"]
         what = f"{len(c['source'].splitlines())} lines" if c["source"] else f"no code ({c['note']})"
-        missing = [n for n in update.get("seed_notes") or [] if " unavailable: " in n]  # the others are candidates
+        from kernelskill.engine.compiler import UNAVAILABLE
+
+        missing = [n for n in update.get("seed_notes") or [] if UNAVAILABLE in n]  # the others are candidates
         seeds = f" | {'; '.join(textwrap.shorten(n, 240, placeholder=' ...') for n in missing)}" if missing else ""
         return f"candidate {c['id']}: {what}{seeds}"
     if node == "reviewer":
