@@ -23,7 +23,11 @@ is rewritten into forms Inductor generates Triton kernels for (:func:`triton_for
 - ``adaptive_avg_pool1d`` / ``adaptive_avg_pool2d``, which Inductor leaves to ATen when a pooling
   window is larger than 5x5 -> a mean over reshaped windows (sizes that divide) or PyTorch's own
   decomposition (uneven, overlapping windows: a masked sum over gathered windows), both lowered by
-  Inductor to a reduction kernel (:func:`adaptive_avg_pool_decomposed`).
+  Inductor to a reduction kernel (:func:`adaptive_avg_pool_decomposed`);
+- ``avg_pool2d`` / ``avg_pool3d`` whose windows overlap and have more than 25 positions (a 3x3x3 window
+  with stride 2, say), which Inductor leaves to ATen -> a sum of strided slices of the zero-padded input
+  over the window's positions, divided as PyTorch divides (:func:`avg_pool3d_decomposed`; ``ceil_mode``
+  off, at most :data:`AVG_POOL_MAX_TERMS` positions a window).
 
 With ``split`` (the ``dot_precision`` skill's recapture of a compiler seed), every fp32 GEMM
 (``@``, ``matmul``, ``mm``, ``bmm``, ``addmm``, ``linear``; im2col GEMMs and the two products of a
@@ -178,6 +182,86 @@ def adaptive_avg_pool1d_decomposed(input: torch.Tensor, output_size: Any) -> tor
     """``torch.adaptive_avg_pool1d`` as a 2-D adaptive pooling of height 1."""
     size = output_size[0] if isinstance(output_size, (tuple, list)) else output_size
     return adaptive_avg_pool_decomposed(input.unsqueeze(-2), (1, size)).squeeze(-2)
+
+
+AVG_POOL_MAX_TERMS = 125  # an average pooling of at most this many positions a window: a sum of strided slices
+
+
+def _avg_pool_sum(
+    input: torch.Tensor,
+    dims: int,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> torch.Tensor:
+    """``F.avg_pool{dims}d`` (``ceil_mode`` off) as a sum of strided slices of the zero-padded input.
+
+    One slice a window position (``a : a + s * (o - 1) + 1 : s`` along each dimension), added up, then
+    divided by the window's size, ``divisor_override``, or without ``count_include_pad`` by the number
+    of input (not padding) positions under each window, the same sums over a ones tensor. Inductor fuses
+    it into one elementwise kernel. A batch dimension is optional, as in PyTorch.
+    """
+    if ceil_mode:
+        raise ValueError("ceil_mode windows are not decomposed")
+    k = _per_dim_static(kernel_size, dims)
+    s = _per_dim_static(stride if stride else kernel_size, dims)  # PyTorch's default (None or []): the window
+    p = _per_dim_static(padding, dims)
+    space = input.shape[-dims:]
+    out = [(space[i] + 2 * p[i] - k[i]) // s[i] + 1 for i in range(dims)]
+    pad = [v for i in reversed(range(dims)) for v in (p[i], p[i])]
+
+    def window_sum(t: torch.Tensor) -> torch.Tensor:
+        t = F.pad(t, pad)
+        total = None
+        for start in itertools.product(*(range(n) for n in k)):
+            index: tuple[Any, ...] = (..., *(slice(a, a + s[i] * (out[i] - 1) + 1, s[i]) for i, a in enumerate(start)))
+            part = t[index]
+            total = part if total is None else total + part
+        assert total is not None
+        return total
+
+    total = window_sum(input)
+    if divisor_override:
+        return total / divisor_override
+    if count_include_pad:
+        return total / math.prod(k)
+    return total / window_sum(torch.ones(space, dtype=input.dtype, device=input.device))
+
+
+def avg_pool2d_decomposed(input: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    """``F.avg_pool2d`` (same arguments, same result; ``ceil_mode`` off) as :func:`_avg_pool_sum`."""
+    return _avg_pool_sum(input, 2, *args, **kwargs)
+
+
+def avg_pool3d_decomposed(input: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    """``F.avg_pool3d`` (same arguments, same result; ``ceil_mode`` off) as :func:`_avg_pool_sum`."""
+    return _avg_pool_sum(input, 3, *args, **kwargs)
+
+
+def _avg_pool_form(node: Any) -> str:
+    """What :func:`triton_forms` makes of an average pooling Inductor leaves to ATen ("" to leave it).
+
+    Inductor lowers one itself (a reduction over the window) unless its window has more than 25
+    positions and overlaps the next (a stride other than the window): that one is an ATen call. Taken:
+    such a pooling with static arguments, at most :data:`AVG_POOL_MAX_TERMS` positions a window,
+    ``ceil_mode`` off.
+    """
+    dims = {F.avg_pool2d: 2, F.avg_pool3d: 3}.get(node.target)
+    if dims is None or _static_arg(node, 4, "ceil_mode", False) is not False:
+        return ""
+    try:  # static arguments only
+        window = _per_dim_static(_static_arg(node, 1, "kernel_size", None), dims)
+        stride = _per_dim_static(_static_arg(node, 2, "stride", None) or window, dims)
+        _per_dim_static(_static_arg(node, 3, "padding", 0), dims)
+    except (TypeError, ValueError):
+        return ""
+    size = math.prod(window)
+    if not 25 < size <= AVG_POOL_MAX_TERMS or stride == window:
+        return ""
+    return f"avg_pool{dims}d -> sum of strided slices ({size} a window)"
 
 
 def split_tf32(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -1151,6 +1235,10 @@ def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False, flash: boo
         elif target in _TRANSPOSED:
             node.target = conv_transpose_as_conv
             what = f"conv_transpose{_TRANSPOSED[target]}d -> stride-1 convolution of the zero-stuffed input"
+        elif target in (F.avg_pool2d, F.avg_pool3d) and (pooled := _avg_pool_form(node)):
+            node.target = avg_pool2d_decomposed if target is F.avg_pool2d else avg_pool3d_decomposed
+            done.append(pooled)
+            continue
         elif target is F.adaptive_avg_pool2d or target is torch.adaptive_avg_pool1d:
             two_d = target is F.adaptive_avg_pool2d
             node.target = adaptive_avg_pool_decomposed if two_d else adaptive_avg_pool1d_decomposed

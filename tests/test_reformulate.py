@@ -1,4 +1,4 @@
-"""Forms of convolutions and adaptive poolings that Inductor makes Triton kernels of (engine/reformulate.py)."""
+"""Forms of convolutions and poolings that Inductor makes Triton kernels of (engine/reformulate.py)."""
 
 import itertools
 
@@ -12,6 +12,8 @@ from kernelskill.engine.reformulate import (
     adaptive_avg_pool1d_decomposed,
     adaptive_avg_pool_decomposed,
     addmm_3xtf32,
+    avg_pool2d_decomposed,
+    avg_pool3d_decomposed,
     conv_for_template,
     conv_transpose_as_conv,
     hoist_sliced_products,
@@ -224,6 +226,51 @@ def test_adaptive_average_pooling_in_reducible_ops_equals_pytorch():
     x1 = torch.randn(2, 3, 17, dtype=torch.float64)
     for size in [4, 17, 1, (5,)]:
         torch.testing.assert_close(adaptive_avg_pool1d_decomposed(x1, size), torch.adaptive_avg_pool1d(x1, size))
+
+
+def test_average_pooling_as_a_sum_of_strided_slices_equals_pytorch():
+    x = torch.randn(2, 3, 9, 10, 11, dtype=torch.float64)
+    cases = [  # window, stride, padding, count_include_pad, divisor_override
+        (3, 2, 1, True, None), ((3, 2, 4), (1, 2, 3), (1, 0, 2), False, None), (3, None, 0, True, None),
+        (5, 2, 2, False, None), ((2, 3, 3), 1, (1, 1, 0), True, 7), ([3], [2], [1], False, None),
+    ]  # fmt: skip
+    def last_two(v):  # the 2-D pooling's arguments
+        return v[1:] if isinstance(v, tuple) else v
+
+    for k, st, p, include, div in cases:
+        want = F.avg_pool3d(x, k, st, p, False, include, div)
+        torch.testing.assert_close(avg_pool3d_decomposed(x, k, st, p, False, include, div), want)
+        unbatched = avg_pool3d_decomposed(x[0], k, st, p, count_include_pad=include, divisor_override=div)
+        torch.testing.assert_close(unbatched, want[0])
+        args = (last_two(k), last_two(st), last_two(p), False, include, div)
+        torch.testing.assert_close(avg_pool2d_decomposed(x[:, :, 0], *args), F.avg_pool2d(x[:, :, 0], *args))
+    with pytest.raises(ValueError):
+        avg_pool3d_decomposed(x, 3, 2, 1, True)
+
+
+class _Pools(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.overlapping = nn.AvgPool3d(3, 2, 1)  # 27 positions, overlapping windows: ATen's, rewritten
+        self.large = nn.AvgPool2d(7, 3, 3, count_include_pad=False)  # 49 positions: likewise
+        self.tiling = nn.AvgPool3d(3)  # 27 positions, stride = window: Inductor's reduction, left
+        self.small = nn.AvgPool3d(2, 1)  # 8 positions: left
+        self.ceil = nn.AvgPool3d(3, 2, 1, ceil_mode=True)  # ceil_mode: left
+
+    def forward(self, x):
+        return self.overlapping(x), self.large(x[:, :, 0]), self.tiling(x), self.small(x), self.ceil(x)
+
+
+def test_triton_forms_rewrite_the_average_poolings_inductor_leaves_to_aten():
+    torch.manual_seed(0)
+
+    def check(targets):
+        assert targets.count(F.avg_pool3d) == 3 and F.avg_pool2d not in targets
+
+    assert _inductor_on(_Pools().eval(), (torch.randn(2, 3, 9, 10, 11),), triton_forms, check) == [
+        "avg_pool2d -> sum of strided slices (49 a window)",
+        "avg_pool3d -> sum of strided slices (27 a window)",
+    ]
 
 
 class _Grouped(nn.Module):
