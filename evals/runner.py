@@ -344,9 +344,6 @@ def set_aside_busy(runs: Path, keys: list[str]) -> list[str]:
     )
 
 
-OUT_OF_MEMORY = "out of memory"  # in a review's error digest or a seed capture's note (CUDA's and PyTorch's wording)
-
-
 def ran_out_of_memory(run_dir: Path) -> bool:
     """True when a finished task's run met an out-of-memory: a review's or a compiler seed capture's.
 
@@ -356,7 +353,7 @@ def ran_out_of_memory(run_dir: Path) -> bool:
     report = read_json(run_dir / REPORT)
     texts = [str(a.get("error_digest") or "") for a in report.get("attempts") or []]
     texts += [str(note) for note in report.get("seed_notes") or []]
-    return any(OUT_OF_MEMORY in text.lower() for text in texts)
+    return any(gpu_share.out_of_memory(text) for text in texts)
 
 
 def resume_command(
