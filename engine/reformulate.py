@@ -117,6 +117,16 @@ def conv_for_template(
     return _CONV[n](input, weight, bias, stride, padding, 1, groups)
 
 
+def _both_ends(padding: Sequence[int]) -> list[int]:
+    """``F.pad``'s list for ``padding[i]`` at both ends of each of the last ``len(padding)`` dimensions."""
+    return [q for i in reversed(range(len(padding))) for q in (padding[i], padding[i])]
+
+
+def _strided(starts: Sequence[int], stride: Sequence[int], out: Sequence[int]) -> tuple[slice, ...]:
+    """The slices that take ``out[i]`` positions ``stride[i]`` apart from ``starts[i]`` along each dimension."""
+    return tuple(slice(a, a + stride[i] * (out[i] - 1) + 1, stride[i]) for i, a in enumerate(starts))
+
+
 def direct_form(weight_shape: Sequence[int], groups: int) -> bool:
     """True for a grouped convolution whose outputs each sum at most :data:`DIRECT_MAX_TERMS` products."""
     return groups > 1 and math.prod(weight_shape[1:]) <= DIRECT_MAX_TERMS
@@ -143,7 +153,7 @@ def grouped_direct(
     o, cg, k = weight.shape[0], weight.shape[1], weight.shape[2:]
     m = o // groups
     if any(p):
-        input = F.pad(input, [q for i in reversed(range(n)) for q in (p[i], p[i])])
+        input = F.pad(input, _both_ends(p))
     batch, size = input.shape[0], input.shape[2:]
     out = [(size[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(n)]
     x = input.reshape(batch, groups, 1, cg, *size)
@@ -152,7 +162,7 @@ def grouped_direct(
     every: tuple[slice, ...] = (slice(None),) * 2
     for c in range(cg):
         for tap in itertools.product(*(range(ki) for ki in k)):
-            window = tuple(slice(t * d[i], t * d[i] + s[i] * (out[i] - 1) + 1, s[i]) for i, t in enumerate(tap))
+            window = _strided([t * d[i] for i, t in enumerate(tap)], s, out)
             x_index: tuple[slice | int, ...] = (*every, slice(None), c, *window)
             w_index: tuple[slice | int, ...] = (*every, c, *tap)
             term = x[x_index] * w[w_index].reshape(1, groups, m, *([1] * n))
@@ -211,13 +221,12 @@ def _avg_pool_sum(
     p = _per_dim_static(padding, dims)
     space = input.shape[-dims:]
     out = [(space[i] + 2 * p[i] - k[i]) // s[i] + 1 for i in range(dims)]
-    pad = [v for i in reversed(range(dims)) for v in (p[i], p[i])]
 
     def window_sum(t: torch.Tensor) -> torch.Tensor:
-        t = F.pad(t, pad)
+        t = F.pad(t, _both_ends(p))
         total = None
         for start in itertools.product(*(range(n) for n in k)):
-            index: tuple[Any, ...] = (..., *(slice(a, a + s[i] * (out[i] - 1) + 1, s[i]) for i, a in enumerate(start)))
+            index: tuple[Any, ...] = (..., *_strided(start, s, out))
             part = t[index]
             total = part if total is None else total + part
         assert total is not None
@@ -241,6 +250,9 @@ def avg_pool3d_decomposed(input: torch.Tensor, *args: Any, **kwargs: Any) -> tor
     return _avg_pool_sum(input, 3, *args, **kwargs)
 
 
+_AVG_POOL_FORMS = {F.avg_pool2d: avg_pool2d_decomposed, F.avg_pool3d: avg_pool3d_decomposed}
+
+
 def _avg_pool_form(node: Any) -> str:
     """What :func:`triton_forms` makes of an average pooling Inductor leaves to ATen ("" to leave it).
 
@@ -249,9 +261,9 @@ def _avg_pool_form(node: Any) -> str:
     such a pooling with static arguments, at most :data:`AVG_POOL_MAX_TERMS` positions a window,
     ``ceil_mode`` off.
     """
-    dims = {F.avg_pool2d: 2, F.avg_pool3d: 3}.get(node.target)
-    if dims is None or _static_arg(node, 4, "ceil_mode", False) is not False:
+    if node.target not in _AVG_POOL_FORMS or _static_arg(node, 4, "ceil_mode", False) is not False:
         return ""
+    dims = _AVG_POOLS[node.target]
     try:  # static arguments only
         window = _per_dim_static(_static_arg(node, 1, "kernel_size", None), dims)
         stride = _per_dim_static(_static_arg(node, 2, "stride", None) or window, dims)
@@ -1235,8 +1247,8 @@ def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False, flash: boo
         elif target in _TRANSPOSED:
             node.target = conv_transpose_as_conv
             what = f"conv_transpose{_TRANSPOSED[target]}d -> stride-1 convolution of the zero-stuffed input"
-        elif target in (F.avg_pool2d, F.avg_pool3d) and (pooled := _avg_pool_form(node)):
-            node.target = avg_pool2d_decomposed if target is F.avg_pool2d else avg_pool3d_decomposed
+        elif target in _AVG_POOL_FORMS and (pooled := _avg_pool_form(node)):
+            node.target = _AVG_POOL_FORMS[target]
             done.append(pooled)
             continue
         elif target is F.adaptive_avg_pool2d or target is torch.adaptive_avg_pool1d:

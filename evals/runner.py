@@ -404,6 +404,12 @@ class _Progress:
         self.t0 = time.monotonic()
         self.lock = threading.Lock()
 
+    def again(self, n: int) -> None:
+        """``n`` finished tasks are to run again: counted as not done, and in the ETA."""
+        with self.lock:
+            self.done -= n
+            self.to_run += n
+
     def task_done(self, spec: TaskSpec, status: str, wall_s: float, speedup: float | None) -> None:
         with self.lock:
             self.done += 1
@@ -712,8 +718,7 @@ def run_eval(
                 f"running again alone ({len(short_of_memory)}), out of GPU memory beside other workers: "
                 f"{', '.join(spec.key for spec, _ in short_of_memory)} (previous runs in {out / 'superseded'})",
             )
-            progress.done -= len(short_of_memory)
-            progress.to_run += len(short_of_memory)
+            progress.again(len(short_of_memory))
             for spec, gpu in short_of_memory:
                 if stop.is_set():
                     break
