@@ -57,6 +57,7 @@ from .suite import (
     read_json,
     read_meta,
     select_tasks,
+    specs_from_meta,
     task_files,
     thread_id_for,
     write_json,
@@ -503,10 +504,23 @@ def _save_meta(
         task_timeout_s=timeout_s,
         prices=prices,
         context=ctx.to_dict(),
-        tasks=meta_tasks(specs),
+        tasks=_held_tasks(out, meta, specs),
     )
     meta.setdefault("launches", meta.pop("sessions", []))
     write_json(out / "eval.json", meta)
+
+
+def _held_tasks(out: Path, meta: dict[str, Any], specs: list[TaskSpec]) -> list[dict[str, Any]]:
+    """The folder's task list after this launch: the earlier list's tasks that have run records, then this launch's.
+
+    A launch over a subset (``--tasks`` a few files, ``--limit``) into a folder an earlier launch filled keeps
+    the earlier tasks in the summary, so a report covers every task the folder holds. An earlier task with no
+    run record (never started) is dropped: it was not this launch's to run.
+    """
+    now = meta_tasks(specs)
+    keys = {t["key"] for t in now}
+    kept = [t for t in specs_from_meta(meta) if t.key not in keys and (out / "runs" / t.key).is_dir()]
+    return meta_tasks(kept) + now
 
 
 _LAUNCH_LOCK = threading.Lock()

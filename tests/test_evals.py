@@ -380,6 +380,28 @@ def test_resume_skips_finished_tasks(tmp_path):
     assert len(json.loads((out / "eval.json").read_text())["launches"]) == 2
 
 
+def test_a_launch_over_a_subset_keeps_the_folders_earlier_tasks_in_its_summary(tmp_path):
+    """A second launch over two of the three tasks (one started over) still summarizes all three; a task the
+    first launch listed but never started leaves the list with the launch that drops it."""
+    tasks, few = tmp_path / "tasks", tmp_path / "few"
+    for name in ("01_a", "02_b", "03_c"):
+        make_task(tasks, name)
+    for name in ("02_b", "04_d"):
+        make_task(few, name)
+    out = tmp_path / "eval"
+    ctx = Context(scripted="s.json", device="cpu")
+    first = FakeLauncher(lambda job: None if job.spec.key == "L2-03_c" else report(review(speedup=1.5)))
+    run_eval([2], tasks, 0, "", out, ctx, quiet(), launch=first)
+    shutil.rmtree(out / "runs" / "L2-03_c")  # as if the task never started
+    again = FakeLauncher(lambda job: report(review(speedup=2.0)))
+    summary = run_eval([2], few, 0, "", out, ctx, quiet(), launch=again, rerun="L2-02*")
+    assert [j.spec.key for j in again.jobs] == ["L2-02_b", "L2-04_d"]
+    assert [r["key"] for r in summary["rows"]] == ["L2-01_a", "L2-02_b", "L2-04_d"]
+    assert summary["overall"]["finished"] == 3
+    by_key = {r["key"]: r for r in summary["rows"]}
+    assert by_key["L2-02_b"]["speedup_vs_eager"] == pytest.approx(2.0)
+
+
 def test_the_summary_says_which_tasks_ran_under_an_earlier_per_task_limit(tmp_path):
     """Resumed under another --task-timeout, the tasks finished before keep theirs (a record written before
     records carried it gets the folder's earlier one), and the summary's mode line names both."""
