@@ -169,9 +169,10 @@ def time_fresh(fn: Callable[[], Any], befores: list[Callable[[], Any]], cuda: bo
     """One timed call of ``fn`` after each of ``befores`` (untimed: the reviewer writes input values there), in ms.
 
     CUDA events with the L2 flushed (holding the GPU alone), or wall-clock time on the CPU. The timings of
-    record reuse one set of input values; the reviewer alternates new values with the same values written
-    again, so an answer kept across calls under any key of the values (a sampled fingerprint, a hash) is
-    computed on the first of each pair and looked up on the second (see ``runner/worker.py: _fresh_values``).
+    record reuse one set of input values; the reviewer follows each call on new values with calls on the same
+    values written again and on the record's values written again, so an answer kept across calls under any
+    key of the values (a sampled fingerprint, a hash) is computed on the first of each group and looked up
+    on a later one (see ``runner/worker.py: _fresh_values``).
     """
     if cuda:
         import torch

@@ -167,7 +167,17 @@ def test_a_call_slower_after_its_inputs_are_written_is_no_kept_answer(tmp_path):
     r = run_review(FIXTURES / "tasks" / "scale_relu.py", source, tmp_path, "slow_after_write", device="cpu")
     assert r["status"] == "correct", r.get("error_digest")
     fresh = r["timing"]["fresh_values"]
-    assert fresh["min_ms"] >= 200 and fresh["repeated_ms"] >= 200, fresh  # both calls of each pair after a write
+    assert min(fresh["min_ms"], fresh["repeated_ms"], fresh["record_values_ms"]) >= 200, fresh  # each after a write
+
+
+def test_an_answer_kept_from_the_third_call_with_given_values_is_found(tmp_path):
+    """A candidate that computes on the first two calls with given values and looks its answer up from the
+    third on passes a call on new values paired with one on the same values written again (two calls, both
+    computed), but not the call on the timed calls' values written again: those it has kept."""
+    source = (FIXTURES / "candidates" / "kept_from_third_call.py").read_text()
+    r = run_review(FIXTURES / "tasks" / "scale_relu.py", source, tmp_path, "kept_third", device="cpu", cpu_time_runs=2)
+    assert r["status"] == "rejected", (r["status"], r.get("error_digest"))
+    assert "new input values" in r["error_digest"] and "timed calls' values" in r["error_digest"], r["error_digest"]
 
 
 def test_a_candidate_raising_on_new_values_after_timing_is_at_fault(tmp_path):

@@ -45,6 +45,14 @@ def test_adversarial_rejected_on_gpu(path, tmp_path):
         assert any(n in r["error_digest"] for n in needle.split("|")), r["error_digest"]
 
 
+def test_an_answer_kept_from_the_third_call_with_given_values_is_rejected_on_gpu(tmp_path):
+    """The timings of record call it many times on one set of values: it looks that answer up, and the calls on
+    the record's values written again show it."""
+    source = (FIXTURES / "candidates" / "kept_from_third_call.py").read_text()
+    r = review(FIXTURES / "tasks" / "scale_relu.py", source, tmp_path, "kept_third", timeout_s=180)
+    assert r["status"] == "rejected" and "timed calls' values" in r["error_digest"], (r["status"], r["error_digest"])
+
+
 def test_illegal_memory_access_is_contained(tmp_path):
     bad = review(
         FIXTURES / "tasks" / "scale_relu.py", (FIXTURES / "gpu" / "illegal_access.py").read_text(), tmp_path, "ima"
