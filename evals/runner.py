@@ -383,6 +383,42 @@ def resume_command(
     return shlex.join(parts)
 
 
+class LaunchTimeSpent(KeyboardInterrupt):
+    """The launch's ``--stop-after`` time is spent: it stops as Ctrl-C stops it (the message says why)."""
+
+
+class _Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: the launch stops as Ctrl-C stops it (the message names the signal)."""
+
+
+STOP_SIGNALS = ("SIGTERM", "SIGHUP")
+
+
+def _stop_on_signals() -> dict[int, Any]:
+    """Turn SIGTERM and SIGHUP into the Ctrl-C stop while the launch runs; the handlers replaced.
+
+    The tasks run in sessions of their own: killed without a word, the eval would leave them running (and
+    holding their GPUs) with no summary written. Only the main thread can set handlers: elsewhere none is set.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise _Stopped(f"stopped by {signal.Signals(signum).name}")
+
+    saved = {}
+    for name in STOP_SIGNALS:
+        if hasattr(signal, name):
+            signum = getattr(signal, name)
+            saved[signum] = signal.signal(signum, stop)
+    return saved
+
+
+def _restore_signals(saved: dict[int, Any]) -> None:
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
 def _say(console: Console, text: str) -> None:
     """Print plain text: task names, reasons and labels such as ``[torch_main_work]`` are not markup."""
     console.print(text, markup=False, soft_wrap=True)
@@ -595,8 +631,13 @@ def run_eval(
     retry_timeouts: bool = False,
     rerun: str = "",
     gpu_locks: Path | None = None,
+    stop_after_s: float = 0.0,
 ) -> dict[str, Any]:
     """Run every unfinished task of the suite, then write summary.json, summary.md and the plots.
+
+    Ctrl-C, SIGTERM or SIGHUP (a job scheduler's stop, a closed terminal) and the end of ``stop_after_s``
+    stop the launch the same way: the running tasks are stopped (they resume from their checkpoints), the
+    partial summary is written and the resume command printed.
 
     Args:
         levels: task levels (of the bundled suite; with ``tasks_dir``, exactly one, used as a label).
@@ -619,9 +660,11 @@ def run_eval(
         gpu_locks: a lock directory shared with other evals on this host: every GPU in ``gpus`` is then
             shared through ``gpu_locks/gpuN`` (``runner.gpu_share``), so two evals running at once on one
             GPU still time alone. By default only a GPU named twice is shared, through a directory of ``out``.
+        stop_after_s: stop the launch this many seconds after it starts, as Ctrl-C does (0: no limit), so that
+            it ends within a time-boxed allocation; the next launch with the same ``out`` resumes it.
 
     Returns:
-        The summary, with ``"interrupted": True`` when Ctrl-C stopped the run.
+        The summary, with ``"interrupted": True`` when the run was stopped before its end.
 
     Raises:
         ValueError: on an unusable task selection (see :func:`~kernelskill.evals.suite.select_tasks`),
@@ -653,6 +696,15 @@ def run_eval(
     interrupted = False
     launch_index = _add_launch(out, started, True, gpus, ctx.cluster, locks=locks)
     threads: list[threading.Thread] = []
+    deadline = started + stop_after_s if stop_after_s > 0 else None
+
+    def wait_for(thread: threading.Thread) -> None:
+        while thread.is_alive():
+            thread.join(timeout=0.5)
+            if deadline is not None and time.time() >= deadline:
+                raise LaunchTimeSpent(f"the launch's time ({stop_after_s:g} s, --stop-after) is spent")
+
+    handlers = _stop_on_signals()
     try:
         finished, unusable = 0, 0
         lost = records_missing(out)
@@ -724,8 +776,7 @@ def run_eval(
         for t in threads:
             t.start()
         for t in threads:
-            while t.is_alive():
-                t.join(timeout=0.5)
+            wait_for(t)
         if short_of_memory and not stop.is_set():  # once, one at a time, this eval's other workers done
             _say(
                 console,
@@ -741,18 +792,18 @@ def run_eval(
                 retry = threading.Thread(target=work, args=(0, gpu, True), daemon=True, name=f"eval-alone-gpu{gpu}")
                 threads.append(retry)  # joined on Ctrl-C like the others
                 retry.start()
-                while retry.is_alive():
-                    retry.join(timeout=0.5)
-    except KeyboardInterrupt:
+                wait_for(retry)
+    except KeyboardInterrupt as e:
         interrupted = True
         stop.set()
-        _say(console, "\ninterrupted: stopping the running tasks...")
+        _say(console, f"\n{str(e) or 'interrupted'}: stopping the running tasks...")
         kill_all = getattr(launcher, "kill_all", None)
         if callable(kill_all):
             kill_all()
         for t in threads:
             t.join(timeout=30)
     finally:
+        _restore_signals(handlers)
         close = getattr(launcher, "close", None)
         if callable(close):
             close()

@@ -87,6 +87,14 @@ def eval_cmd(
             "their previous runs move to superseded/ in the eval directory."
         ),
     ] = "",
+    stop_after: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            help="Stop the launch after this many seconds as Ctrl-C does (running tasks resume from their "
+            "checkpoints next launch; 0 = no limit), to end within a time-boxed allocation.",
+        ),
+    ] = 0.0,
     precision: Precision = None,
     kernels: Kernels = None,
     memory: Memory = None,
@@ -144,6 +152,7 @@ def eval_cmd(
             retry_timeouts=retry_timeouts,
             rerun=rerun,
             gpu_locks=gpu_locks,
+            stop_after_s=stop_after,
         )
     except ValueError as e:
         console.print(f"[red]{e}[/]")

@@ -668,6 +668,65 @@ def python_sigint():
     signal.signal(signal.SIGINT, previous)
 
 
+class Blocking(FakeLauncher):
+    """Task ``a`` finishes; any other runs until :meth:`kill_all` (or ``signal``, sent to this process, first)."""
+
+    def __init__(self, signal_number=None):
+        super().__init__()
+        self.killed = threading.Event()
+        self.signal_number = signal_number
+
+    def __call__(self, job):
+        if job.spec.name == "a":
+            return super().__call__(job)
+        self.jobs.append(job)
+        if self.signal_number is not None:
+            os.kill(os.getpid(), self.signal_number)
+        self.killed.wait(30)
+        return TaskExit(-9, wall_s=1.0)
+
+    def kill_all(self):
+        self.killed.set()
+
+
+def test_the_launch_stops_when_its_time_is_spent_and_resumes(tmp_path):
+    """--stop-after: at its end the running task is stopped as by Ctrl-C (interrupted, resumable), the tasks
+    not started wait for the next launch, and the summary is written."""
+    tasks = tmp_path / "tasks"
+    for name in ("a", "b", "c"):
+        make_task(tasks, name)
+    out, console, launcher = tmp_path / "eval", quiet(), Blocking()
+    t0 = time.monotonic()
+    summary = run_eval([1], tasks, 0, "", out, Context(scripted="s.json", device="cpu"), console, launch=launcher,
+                       stop_after_s=2.0)  # fmt: skip
+    assert time.monotonic() - t0 < 20 and launcher.killed.is_set()
+    assert summary["interrupted"] and [r["status"] for r in summary["rows"]] == ["success", "pending", "pending"]
+    assert json.loads((out / "runs" / "L1-b" / "eval_task.json").read_text())["status"] == "interrupted"
+    text = output(console)
+    assert "--stop-after" in text and "resume with:" in text
+    resumed = FakeLauncher()
+    summary = run_eval([1], tasks, 0, "", out, Context(scripted="s.json", device="cpu"), quiet(), launch=resumed)
+    assert [j.spec.name for j in resumed.jobs] == ["b", "c"] and not summary["partial"]
+
+
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+def test_a_termination_signal_stops_the_launch_as_ctrl_c_does(tmp_path, name):
+    """A job scheduler's SIGTERM (or a closed terminal's SIGHUP) stops the running tasks, which run in sessions
+    of their own and would outlive the eval, and writes the partial summary; the handlers are put back."""
+    tasks = tmp_path / "tasks"
+    for task in ("a", "b"):
+        make_task(tasks, task)
+    out, console = tmp_path / "eval", quiet()
+    number = getattr(signal, name)
+    before = signal.getsignal(number)
+    launcher = Blocking(signal_number=number)
+    summary = run_eval([1], tasks, 0, "", out, Context(scripted="s.json", device="cpu"), console, launch=launcher)
+    assert summary["interrupted"] and launcher.killed.is_set()
+    assert f"stopped by {name}" in output(console)
+    assert json.loads((out / "runs" / "L1-b" / "eval_task.json").read_text())["status"] == "interrupted"
+    assert signal.getsignal(number) == before
+
+
 def test_ctrl_c_leaves_a_resumable_run(tmp_path, python_sigint):
     tasks = tmp_path / "tasks"
     for name in ("a", "b", "c"):
