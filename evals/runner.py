@@ -398,7 +398,9 @@ def _stop_on_signals() -> dict[int, Any]:
     """Turn SIGTERM and SIGHUP into the Ctrl-C stop while the launch runs; the handlers replaced.
 
     The tasks run in sessions of their own: killed without a word, the eval would leave them running (and
-    holding their GPUs) with no summary written. Only the main thread can set handlers: elsewhere none is set.
+    holding their GPUs) with no summary written. A signal ignored when the launch starts stays ignored (``nohup``
+    ignores SIGHUP so that the eval outlives its terminal). Only the main thread can set handlers: elsewhere
+    none is set.
     """
     if threading.current_thread() is not threading.main_thread():
         return {}
@@ -408,8 +410,8 @@ def _stop_on_signals() -> dict[int, Any]:
 
     saved = {}
     for name in STOP_SIGNALS:
-        if hasattr(signal, name):
-            signum = getattr(signal, name)
+        signum = getattr(signal, name, None)
+        if signum is not None and signal.getsignal(signum) != signal.SIG_IGN:
             saved[signum] = signal.signal(signum, stop)
     return saved
 

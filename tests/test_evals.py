@@ -718,13 +718,35 @@ def test_a_termination_signal_stops_the_launch_as_ctrl_c_does(tmp_path, name):
         make_task(tasks, task)
     out, console = tmp_path / "eval", quiet()
     number = getattr(signal, name)
-    before = signal.getsignal(number)
-    launcher = Blocking(signal_number=number)
-    summary = run_eval([1], tasks, 0, "", out, Context(scripted="s.json", device="cpu"), console, launch=launcher)
-    assert summary["interrupted"] and launcher.killed.is_set()
-    assert f"stopped by {name}" in output(console)
-    assert json.loads((out / "runs" / "L1-b" / "eval_task.json").read_text())["status"] == "interrupted"
-    assert signal.getsignal(number) == before
+    outer = signal.signal(number, signal.SIG_DFL)  # the test runner's may be ignored (a background job's SIGHUP)
+    try:
+        launcher = Blocking(signal_number=number)
+        summary = run_eval([1], tasks, 0, "", out, Context(scripted="s.json", device="cpu"), console, launch=launcher)
+        assert summary["interrupted"] and launcher.killed.is_set()
+        assert f"stopped by {name}" in output(console)
+        assert json.loads((out / "runs" / "L1-b" / "eval_task.json").read_text())["status"] == "interrupted"
+        assert signal.getsignal(number) == signal.SIG_DFL
+    finally:
+        signal.signal(number, outer)
+
+
+def test_an_ignored_sighup_stays_ignored_under_nohup(tmp_path):
+    """``nohup`` ignores SIGHUP so that an eval outlives its terminal: the launch keeps it ignored."""
+    make_task(tmp_path / "tasks", "a")
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        seen = []
+
+        class Looking(FakeLauncher):
+            def __call__(self, job):
+                seen.append(signal.getsignal(signal.SIGHUP))
+                return super().__call__(job)
+
+        run_eval([1], tmp_path / "tasks", 0, "", tmp_path / "eval", Context(scripted="s.json", device="cpu"), quiet(),
+                 launch=Looking())  # fmt: skip
+        assert seen == [signal.SIG_IGN] and signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
 
 
 def test_ctrl_c_leaves_a_resumable_run(tmp_path, python_sigint):
