@@ -20,7 +20,10 @@ pass (``DIRECT``); asked for, they reduce over the flattened (tap, channel) inde
 Transposed convolutions use the phase (sub-pixel) decomposition, not a dense convolution over a
 zero-upsampled input. Output positions congruent modulo the stride (one *phase*) see the same
 subset of taps, an arithmetic progression in each dimension. Each program handles one phase and
-walks only those taps, so no product is spent on an inserted zero.
+walks only those taps, so no product is spent on an inserted zero. A phase's outputs are ``S`` apart
+in a row, so its stores fill parts of sectors; the gather form (``GATHER``, a tuning candidate) has no
+phases: its rows are the output's positions in order, each gathering every tap, masked where the tap
+does not reach it (no input is read there, but the products are spent), and its stores are whole.
 
 A depthwise convolution (one input channel per group) has no channel reduction to put on tensor cores:
 :func:`ks_conv_depthwise` computes it as a stencil of fp32 multiply-adds over NC(D)HW planes.
@@ -151,7 +154,7 @@ def ks_conv_fwd(
     STATS: tl.constexpr, CHANNELS: tl.constexpr, CHANNELS_FIRST: tl.constexpr, K_EXACT: tl.constexpr,
     POOL: tl.constexpr, PKD: tl.constexpr, PKH: tl.constexpr, PKW: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EPI_SPLIT: tl.constexpr,
-    SPLIT_K: tl.constexpr, PART: tl.constexpr, PHASE_INNER: tl.constexpr,
+    SPLIT_K: tl.constexpr, PART: tl.constexpr, PHASE_INNER: tl.constexpr, GATHER: tl.constexpr,
 ):  # fmt: skip
     """One (output positions x output channels) tile of one group and, when transposed, one phase.
 
@@ -189,10 +192,14 @@ def ks_conv_fwd(
     output rows (a phase's positions are ``S`` apart), and a sector they share is then completed in L2
     while it is there; phase after phase over the whole output, each sector would be written partly,
     again and again. Otherwise axis 0 is the tile and axis 1 (group, phase).
+    ``GATHER`` (transposed): no phases; the rows are the output's positions in order, as in a forward
+    convolution (stored whole, coalesced, ``CONTIG_OUT`` too), and each of them gathers every tap, masked
+    where the tap does not reach it (``(o + P - k * Dil) % S != 0``): ``S`` times the products a phase
+    computes per dimension, for stores that fill whole sectors.
     """
     pid = tl.program_id(0)
     pid_gp = tl.program_id(1)
-    phases = SD * SH * SW if TRANSPOSED else 1
+    phases = SD * SH * SW if TRANSPOSED and not GATHER else 1
     if PHASE_INNER:
         pid_gp = pid_gp * phases + pid % phases
         pid = pid // phases
@@ -219,7 +226,7 @@ def ks_conv_fwd(
         qd = tl.where(pos % per_sample < QD * QH * QW, qd, QD)  # a padding row: out of range, masked below
     else:
         qw, qh, qd, n = _split_index(pos, QW, QH, QD)
-    if TRANSPOSED:
+    if TRANSPOSED and not GATHER:
         od = phase_d + SD * qd
         oh = phase_h + SH * qh
         ow = phase_w + SW * qw
@@ -233,7 +240,7 @@ def ks_conv_fwd(
     w_group = Wp + g.to(tl.int64) * (KD * KH * KW * OC * C)
     w_rows = w_group + oc[:, None] * C  # packed weight: (group, tap, out channel, in channel)
 
-    if TRANSPOSED:  # the taps reaching this phase: k0, k0 + T, ... in each dimension
+    if TRANSPOSED and not GATHER:  # the taps reaching this phase: k0, k0 + T, ... in each dimension
         k0d = _first_tap(phase_d, PD, SD, DD, KD)
         k0h = _first_tap(phase_h, PH, SH, DH, KH)
         k0w = _first_tap(phase_w, PW, SW, DW, KW)
@@ -288,19 +295,30 @@ def ks_conv_fwd(
             jd = t // (nkh * nkw)
             jh = (t // nkw) % nkh
             jw = t % nkw
-            if TRANSPOSED:  # output o = i * S - P + k * Dil, so i = q + (phase + P - k * Dil) / S, exactly
+            if TRANSPOSED and GATHER:  # output o = i * S - P + k * Dil: tap k reaches o where S divides o + P - k * Dil
+                kd, kh, kw = jd, jh, jw
+                rd = od + PD - kd * DD
+                rh = oh + PH - kh * DH
+                rw = ow + PW - kw * DW
+                idd = rd // SD
+                ih = rh // SH
+                iw = rw // SW
+                reach = (rd >= 0) & (rh >= 0) & (rw >= 0) & (rd % SD == 0) & (rh % SH == 0) & (rw % SW == 0)
+            elif TRANSPOSED:  # i = q + (phase + P - k * Dil) / S, exactly
                 kd = k0d + jd * TD
                 kh = k0h + jh * TH
                 kw = k0w + jw * TW
                 idd = qd + (phase_d + PD - kd * DD) // SD
                 ih = qh + (phase_h + PH - kh * DH) // SH
                 iw = qw + (phase_w + PW - kw * DW) // SW
+                reach = pos_ok
             else:
                 kd, kh, kw = jd, jh, jw
                 idd = od * SD - PD + kd * DD
                 ih = oh * SH - PH + kh * DH
                 iw = ow * SW - PW + kw * DW
-            in_ok = pos_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+                reach = pos_ok
+            in_ok = pos_ok & reach & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
             tap = (kd * KH + kh) * KW + kw
             if DIRECT:  # c0 is one channel
                 c = it % c_slices
@@ -808,7 +826,7 @@ def conv(
     sums = torch.zeros((2, n, out_c), dtype=torch.float32, device=x.device) if stats else out5
     k_taps = k[0] * k[1] * k[2]
     cfg = {**launch_config(c_g, out_g, k_taps, transposed), **(config or {})}
-    q = [triton.cdiv(space[i], s[i]) if transposed else space[i] for i in range(3)]
+    q = [triton.cdiv(space[i], s[i]) if transposed else space[i] for i in range(3)]  # positions per phase
     phases = s[0] * s[1] * s[2] if transposed else 1
     if config is None and not depthwise and conv_tune.enabled(x):  # the fastest of a few, per shape (conv_tune)
         geometry: tuple[Any, ...] = (stride, padding, dilation, groups, transposed, output_padding, activation)
@@ -825,6 +843,9 @@ def conv(
         )
     if channels is not None:  # every output channel in one tile
         cfg["BLOCK_N"] = max(cfg["BLOCK_N"], triton.next_power_of_2(out_g))
+    gather = bool(cfg.get("GATHER")) and transposed  # one pass over the output in order, every tap masked
+    if gather:
+        phases, q = 1, list(space)
     direct = bool(cfg.get("DIRECT")) and not depthwise
     # PAD_C: one group's channels, zero-padded to this many in the channels-last copy and the packed weight
     c_k = max(c_g, int(cfg.get("PAD_C") or 0)) if groups == 1 and not depthwise and not direct else c_g
@@ -853,7 +874,7 @@ def conv(
         )  # fmt: skip
         return out5.reshape(n, out_g * groups, *space[3 - dims :])
     steps = [s[i] // math.gcd(s[i], d[i]) for i in range(3)]
-    contig = not transposed and not reduce and pool is None
+    contig = (gather or not transposed) and not reduce and pool is None
     if contig and os.environ.get("KERNELSKILL_CONV_PAD_ROWS", "1") == "0":  # the former rule, for comparison
         contig = math.prod(space) % cfg["BLOCK_M"] == 0
     if contig:  # each sample's positions padded to a multiple of BLOCK_M
@@ -892,7 +913,7 @@ def conv(
         POOL=POOLS[pool[1]] if pool else 0, PKD=pk[0], PKH=pk[1], PKW=pk[2],
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
         EPI_SPLIT=1 if channels is not None else int(cfg.get("EPI_SPLIT") or epilogue_split(cfg)),
-        SPLIT_K=split, PART=0, PHASE_INNER=phase_inner,
+        SPLIT_K=split, PART=0, PHASE_INNER=phase_inner, GATHER=gather,
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )  # fmt: skip
     grid = (tiles_m * tiles_n * phases, groups) if phase_inner else (tiles_m * tiles_n, groups * phases)

@@ -13,8 +13,10 @@ under the GPU's name and Triton's version), so a later capture of the same convo
   is a 16-byte vector; where the default finishes its tile in column slices
   (:func:`.conv.epilogue_split`), the default finishing it whole; with a step over the output channels
   (whole tiles), smaller tiles a thread; for a transposed convolution of several phases, the launch order
-  with each tile's phases side by side (``PHASE_INNER``: their stores interleave in the output's rows).
-  Each computes the same convolution (the tests check every one against PyTorch). Not among them,
+  with each tile's phases side by side (``PHASE_INNER``: their stores interleave in the output's rows),
+  and the gather form (``GATHER``: the output in order, each position gathering every tap, masked where it
+  does not reach; more products, stores of whole sectors). Each computes the same convolution (the tests
+  check every one against PyTorch). Not among them,
   measured slower on an H200: the reduction over the flattened
   tap x channel index (``FLAT_K``; the slowest few-channel form on each of nine convolutions) and 64
   channels a reduction step (1.04-2.1x the 32-channel step's time, three convolutions of 64 channels).
@@ -91,7 +93,7 @@ def candidates(
     registers room. ``work``: ``base``'s programs and main-loop steps (:func:`.conv.grid_work`); a grid of
     fewer programs than the GPU's ``sms`` multiprocessors also gets split-K candidates (:func:`split_counts`).
     ``phases``: a transposed convolution's (the product of its strides); with more than one, also the launch
-    order with a tile's phases side by side (``PHASE_INNER``).
+    order with a tile's phases side by side (``PHASE_INNER``) and the gather form (``GATHER``: no phases).
     """
     channel_step = any(step[0] == "channels" for step in epilogue or [])
     out = [dict(base)]
@@ -120,6 +122,7 @@ def candidates(
     add(num_stages=4)
     if transposed and phases > 1:
         add(PHASE_INNER=True)
+        add(GATHER=True)  # the output in order, every tap masked: S times the products, whole-sector stores
     if channel_step:  # 128 channels: 64 positions over eight warps (32 values a thread), 32 over four
         add(BLOCK_M=64, num_warps=8)
         add(BLOCK_M=32)

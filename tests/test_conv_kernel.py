@@ -80,15 +80,42 @@ TRANSPOSED_CASES = {
 }
 
 
+# A transposed convolution's forms: the phase decomposition (the default), and the gather form (GATHER: the
+# output in order, every tap masked where it does not reach), also with fp32 rank-1 updates (DIRECT)
+TRANSPOSED_FORMS = {"phases": None, "gather": {"GATHER": True}, "gather-direct": {"GATHER": True, "DIRECT": True}}
+
+
+@pytest.mark.parametrize("form", sorted(TRANSPOSED_FORMS))
 @pytest.mark.parametrize("name", sorted(TRANSPOSED_CASES))
-def test_transposed_equals_pytorch(name):
+def test_transposed_equals_pytorch(name, form):
     *case, out_pad = TRANSPOSED_CASES[name]
     dims, _, _, _, s, p, d, g, _ = case
     x, w, b = _inputs(case, transposed=True)
     want = TRANSPOSED[dims](x.double(), w.double(), b.double(), s, p, out_pad, g, d)
-    got = conv(x, w, b, s, p, d, g, transposed=True, output_padding=out_pad)
-    assert got.shape == want.shape
+    got = conv(x, w, b, s, p, d, g, transposed=True, output_padding=out_pad, config=TRANSPOSED_FORMS[form])
+    assert got.shape == want.shape and got.is_contiguous()
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_the_gather_form_fuses_an_epilogue_and_sums_statistics():
+    """The gather form's rows are the output's positions in order (stored whole): the fused element-wise steps,
+    the per-channel sums a normalization reads, a spatial mean and a step over the channels see every position
+    once."""
+    *case, out_pad = TRANSPOSED_CASES["2d-stride3-dilated"]
+    dims, _, _, _, s, p, d, g, _ = case
+    x, w, b = _inputs(case, transposed=True, seed=5)
+    ref = torch.relu(TRANSPOSED[dims](x.double(), w.double(), b.double(), s, p, out_pad, g, d)) * 0.5
+    got, sums = conv(x, w, b, s, p, d, g, transposed=True, output_padding=out_pad, activation="relu",
+                     epilogue=[["mul", 0.5]], config={"GATHER": True}, stats=True)  # fmt: skip
+    torch.testing.assert_close(got.double(), ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(sums[0].double(), ref.sum(dim=(2, 3)), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(sums[1].double(), (ref * ref).sum(dim=(2, 3)), rtol=1e-4, atol=1e-4)
+    plain = TRANSPOSED[dims](x.double(), w.double(), b.double(), s, p, out_pad, g, d)
+    kw = dict(transposed=True, output_padding=out_pad, config={"GATHER": True})
+    mean = conv(x, w, b, s, p, d, g, reduce="mean", **kw)  # a spatial mean, the output never stored
+    torch.testing.assert_close(mean.double(), plain.mean(dim=(2, 3)), rtol=1e-5, atol=1e-5)
+    low = conv(x, w, b, s, p, d, g, epilogue=[["channels", "min"]], **kw)  # a step over the output channels
+    torch.testing.assert_close(low.double(), plain.amin(1, keepdim=True), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", ["1d-strided-dilated", "2d", "2d-asymmetric", "2d-grouped", "3d"])
@@ -192,14 +219,16 @@ COMPILE = textwrap.dedent(
                   "STATS": 0, "CHANNELS": 0, "CHANNELS_FIRST": 1, "K_EXACT": transposed,
                   "POOL": 0, "PKD": 1, "PKH": 1, "PKW": 1,
                   "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"],
-                  "EPI_SPLIT": 1 if flat else 2, "SPLIT_K": 1, "PART": 0, "PHASE_INNER": transposed}
+                  "EPI_SPLIT": 1 if flat else 2, "SPLIT_K": 1, "PART": 0, "PHASE_INNER": transposed,
+                  "GATHER": direct}
         compiled = build(K.ks_conv_fwd, consts, ptrs, cfg["num_warps"], cfg["num_stages"])
         print("OK", transposed, flat, direct, compiled.metadata.shared)
 
     unary = [[op] for op in K.UNARY] + [["elu", 0.5], ["celu", 2.0], ["softplus", 2.0, 5.0], ["leaky_relu", 0.1]]
     steps = [["add", "E0"], *unary, ["affine", "E1", "E0"], ["clamp", 0.0, 1.0]]
     kernel = K.epilogue_kernel(steps, 2)  # a generated epilogue kernel
-    consts.update(TRANSPOSED=False, FLAT_K=False, DIRECT=False, REDUCE=0, PRECISION="tf32", PHASE_INNER=False)
+    consts.update(TRANSPOSED=False, FLAT_K=False, DIRECT=False, REDUCE=0, PRECISION="tf32", PHASE_INNER=False,
+                  GATHER=False)
     build(kernel, consts, ptrs)
     build(kernel, {**consts, "EPI_SPLIT": 4, "STATS": 1}, ptrs)  # in four column slices
     print("OK epilogue")

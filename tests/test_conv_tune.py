@@ -92,15 +92,17 @@ def test_every_candidate_computes_the_convolution(name):
         torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5, msg=lambda m, cfg=cfg: f"{cfg}: {m}")
 
 
-def test_a_transposed_convolution_of_several_phases_is_also_timed_with_a_tiles_phases_side_by_side():
+def test_a_transposed_convolution_of_several_phases_is_also_timed_phases_side_by_side_and_in_the_gather_form():
     back = launch_config(8, 8, 9, transposed=True)
-    assert {"PHASE_INNER": True}.items() <= conv_tune.candidates(back, 8, True, phases=4)[-1].items()
-    assert not any(c.get("PHASE_INNER") for c in conv_tune.candidates(back, 8, True, phases=1))  # stride 1
-    assert not any(c.get("PHASE_INNER") for c in conv_tune.candidates(launch_config(8, 8, 9), 8, False, phases=4))
+    several = conv_tune.candidates(back, 8, True, phases=4)
+    assert {"PHASE_INNER": True}.items() <= several[-2].items() and {"GATHER": True}.items() <= several[-1].items()
+    for key in ("PHASE_INNER", "GATHER"):
+        assert not any(c.get(key) for c in conv_tune.candidates(back, 8, True, phases=1))  # stride 1
+        assert not any(c.get(key) for c in conv_tune.candidates(launch_config(8, 8, 9), 8, False, phases=4))
     x, w, b, (s, p, d, g, _), want, configs, base = _case("2d-transposed-grouped-dilated")
-    assert any(c.get("PHASE_INNER") for c in configs)
-    for extra in ({"SPLIT_K": 2, "BLOCK_M": 64}, {"PHASE_INNER": False}):  # with split-K; the other order
-        cfg = {**base, "PHASE_INNER": True, **extra}
+    assert any(c.get("PHASE_INNER") for c in configs) and any(c.get("GATHER") for c in configs)
+    for extra in ({"SPLIT_K": 2, "BLOCK_M": 64}, {"PHASE_INNER": False}, {"GATHER": True, "SPLIT_K": 2}):
+        cfg = {**base, "PHASE_INNER": True, **extra}  # with split-K; the other order; the gather form
         got = conv(x, w, b, s, p, d, g, transposed=True, output_padding=1, config=cfg)
         torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
 
