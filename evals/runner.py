@@ -139,7 +139,7 @@ class SubprocessLauncher:
                 if self._closed:
                     return TaskExit(None, error="the eval was stopped before this task started")
                 # the task wraps up by itself (report, best so far) a little before the hard limit
-                env = {**job.env, deadline.ENV: deadline.for_launch(job.timeout_s)}
+                env = {**job.env, deadline.ENV: deadline.for_launch(job.timeout_s), EVAL_PID_ENV: str(os.getpid())}
                 waits = _wait_log(job, env)
                 proc = subprocess.Popen(job.cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
                 self._running[proc.pid] = proc
@@ -228,6 +228,44 @@ def kill_task_tree(pid: int) -> None:
             os.killpg(group, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+EVAL_PID_ENV = "KERNELSKILL_EVAL_PID"  # in a task's environment: the process that launched it (the eval's)
+
+
+def follow_the_eval() -> None:
+    """In a task process the eval launched: end the task's process tree when the eval process dies.
+
+    The tasks run in sessions of their own (the eval kills each tree when it stops), so an eval killed
+    without a word (``kill -9``, the out-of-memory killer) would leave them running and holding their GPUs
+    until their own limits. On Linux the task asks for SIGTERM at its parent's death (``PR_SET_PDEATHSIG``)
+    and, on it, kills its descendants' process groups, then its own. A no-op elsewhere, and outside an eval.
+    """
+    parent = os.environ.pop(EVAL_PID_ENV, "")  # the task's own children are not tasks
+    if not parent.isdigit() or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    def end_tree(_signum: int, _frame: Any) -> None:
+        own = os.getpgrp()
+        groups = set()
+        for child in descendants(os.getpid()):
+            try:
+                groups.add(os.getpgid(child))
+            except (ProcessLookupError, PermissionError):
+                pass
+        for group in groups - {own}:
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        os.killpg(own, signal.SIGKILL)
+
+    signal.signal(signal.SIGTERM, end_tree)
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+    if os.getppid() != int(parent):  # the eval died before the request: nothing would send the signal
+        end_tree(signal.SIGTERM, None)
 
 
 def context_flags(ctx: Context) -> list[str]:

@@ -274,6 +274,9 @@ _register_subcommands()
 
 def main() -> None:
     """Console-script entry point."""
+    from kernelskill.evals.runner import follow_the_eval
+
+    follow_the_eval()  # a task an eval launched ends with the eval (elsewhere nothing happens)
     try:
         app()
     except KeyboardInterrupt:

@@ -491,6 +491,63 @@ def test_a_launch_killed_without_a_word_still_counts_its_time(tmp_path):
     assert summary["elapsed_s"] == pytest.approx(first["elapsed_s"] + second["elapsed_s"])
 
 
+FOLLOWING_TASK = """
+import os, subprocess, sys, time
+from kernelskill.evals.runner import EVAL_PID_ENV, follow_the_eval
+follow_the_eval()
+assert EVAL_PID_ENV not in os.environ  # the task's own children are not tasks
+grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+open(sys.argv[1] + ".tmp", "w").write(f"{os.getpid()} {grandchild.pid}")
+os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(120)
+"""
+
+LAUNCHING_EVAL = """
+import os, subprocess, sys, time
+from kernelskill.evals.runner import EVAL_PID_ENV
+env = {**os.environ, EVAL_PID_ENV: str(os.getpid())}
+subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]], env=env, start_new_session=True)
+time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_a_task_ends_with_its_tree_when_the_eval_is_killed_without_a_word(tmp_path):
+    """kill -9 of the eval: its task (in a session of its own) and the task's own children end too."""
+    pids_file = tmp_path / "pids"
+    evaluator = subprocess.Popen([sys.executable, "-c", LAUNCHING_EVAL, FOLLOWING_TASK, str(pids_file)])
+    try:
+        deadline = time.monotonic() + 60
+        while not pids_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        task, grandchild = map(int, pids_file.read_text().split())
+        assert _alive(task) and _alive(grandchild)
+    finally:
+        evaluator.kill()
+        evaluator.wait()
+    deadline = time.monotonic() + 20
+    while (_alive(task) or _alive(grandchild)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(task) and not _alive(grandchild)
+
+
+def test_outside_an_eval_a_process_does_not_follow_one(monkeypatch):
+    from kernelskill.evals.runner import EVAL_PID_ENV, follow_the_eval
+
+    monkeypatch.delenv(EVAL_PID_ENV, raising=False)
+    before = signal.getsignal(signal.SIGTERM)
+    follow_the_eval()
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
 def test_a_task_stopped_by_a_busy_device_starts_over_when_the_eval_resumes(tmp_path):
     tasks = tmp_path / "tasks"
     make_task(tasks, "01_done")
