@@ -212,18 +212,22 @@ def kill_task_tree(pid: int) -> None:
     leave an evaluation running (and holding the GPU) after its task is gone. The task's group is
     stopped first so that it cannot start new processes while the tree is collected.
     """
-    own = os.getpgrp()
     try:
         os.killpg(pid, signal.SIGSTOP)
     except (ProcessLookupError, PermissionError):
         pass
-    groups = {pid}
+    _kill_groups(pid, {pid})
+
+
+def _kill_groups(pid: int, groups: set[int]) -> None:
+    """SIGKILL ``groups`` and the process groups of all ``pid``'s descendants, never this process's own group."""
+    groups = set(groups)
     for child in descendants(pid):
         try:
             groups.add(os.getpgid(child))
         except (ProcessLookupError, PermissionError):
             pass
-    for group in groups - {own}:
+    for group in groups - {os.getpgrp()}:
         try:
             os.killpg(group, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -247,19 +251,8 @@ def follow_the_eval() -> None:
     import ctypes
 
     def end_tree(_signum: int, _frame: Any) -> None:
-        own = os.getpgrp()
-        groups = set()
-        for child in descendants(os.getpid()):
-            try:
-                groups.add(os.getpgid(child))
-            except (ProcessLookupError, PermissionError):
-                pass
-        for group in groups - {own}:
-            try:
-                os.killpg(group, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        os.killpg(own, signal.SIGKILL)
+        _kill_groups(os.getpid(), set())
+        os.killpg(os.getpgrp(), signal.SIGKILL)
 
     signal.signal(signal.SIGTERM, end_tree)
     pr_set_pdeathsig = 1
