@@ -41,7 +41,7 @@ from rich.console import Console
 from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
 from kernelskill.runner import gpu_share
-from kernelskill.runner.env import CPUS_ENV, cpu_shares
+from kernelskill.runner.env import CPUS_ENV, EVAL_PID_ENV, cpu_shares
 from kernelskill.runner.result import DEVICE_BUSY
 
 from .metrics import task_row
@@ -232,9 +232,6 @@ def _kill_groups(pid: int, groups: set[int]) -> None:
             os.killpg(group, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-
-
-EVAL_PID_ENV = "KERNELSKILL_EVAL_PID"  # in a task's environment: the process that launched it (the eval's)
 
 
 def follow_the_eval() -> None:

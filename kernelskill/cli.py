@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,6 +21,7 @@ from kernelskill.cli_common import (
     console,
     context_or_exit,
 )
+from kernelskill.runner.env import EVAL_PID_ENV
 from kernelskill.runner.result import unusable_text
 
 app = typer.Typer(
@@ -274,9 +276,10 @@ _register_subcommands()
 
 def main() -> None:
     """Console-script entry point."""
-    from kernelskill.evals.runner import follow_the_eval
+    if os.environ.get(EVAL_PID_ENV):  # a task an eval launched: it ends with the eval
+        from kernelskill.evals.runner import follow_the_eval
 
-    follow_the_eval()  # a task an eval launched ends with the eval (elsewhere nothing happens)
+        follow_the_eval()
     try:
         app()
     except KeyboardInterrupt:

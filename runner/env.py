@@ -18,6 +18,7 @@ def cuda_available() -> bool:
 
 
 CPUS_ENV = "KERNELSKILL_CPUS"
+EVAL_PID_ENV = "KERNELSKILL_EVAL_PID"  # in a task's environment: the process that launched it (the eval's)
 
 
 def cpu_shares(workers: int) -> list[list[int]]:

@@ -493,7 +493,8 @@ def test_a_launch_killed_without_a_word_still_counts_its_time(tmp_path):
 
 FOLLOWING_TASK = """
 import os, subprocess, sys, time
-from kernelskill.evals.runner import EVAL_PID_ENV, follow_the_eval
+from kernelskill.evals.runner import follow_the_eval
+from kernelskill.runner.env import EVAL_PID_ENV
 follow_the_eval()
 assert EVAL_PID_ENV not in os.environ  # the task's own children are not tasks
 grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
@@ -504,7 +505,7 @@ time.sleep(120)
 
 LAUNCHING_EVAL = """
 import os, subprocess, sys, time
-from kernelskill.evals.runner import EVAL_PID_ENV
+from kernelskill.runner.env import EVAL_PID_ENV
 env = {**os.environ, EVAL_PID_ENV: str(os.getpid())}
 subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]], env=env, start_new_session=True)
 time.sleep(120)
@@ -540,7 +541,8 @@ def test_a_task_ends_with_its_tree_when_the_eval_is_killed_without_a_word(tmp_pa
 
 
 def test_outside_an_eval_a_process_does_not_follow_one(monkeypatch):
-    from kernelskill.evals.runner import EVAL_PID_ENV, follow_the_eval
+    from kernelskill.evals.runner import follow_the_eval
+    from kernelskill.runner.env import EVAL_PID_ENV
 
     monkeypatch.delenv(EVAL_PID_ENV, raising=False)
     before = signal.getsignal(signal.SIGTERM)
