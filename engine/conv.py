@@ -311,14 +311,14 @@ def ks_conv_fwd(
                 idd = qd + (phase_d + PD - kd * DD) // SD
                 ih = qh + (phase_h + PH - kh * DH) // SH
                 iw = qw + (phase_w + PW - kw * DW) // SW
-                reach = pos_ok
             else:
                 kd, kh, kw = jd, jh, jw
                 idd = od * SD - PD + kd * DD
                 ih = oh * SH - PH + kh * DH
                 iw = ow * SW - PW + kw * DW
-                reach = pos_ok
-            in_ok = pos_ok & reach & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            in_ok = pos_ok & (idd >= 0) & (idd < D) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            if TRANSPOSED and GATHER:
+                in_ok = in_ok & reach
             tap = (kd * KH + kh) * KW + kw
             if DIRECT:  # c0 is one channel
                 c = it % c_slices

@@ -104,13 +104,13 @@ def test_the_gather_form_fuses_an_epilogue_and_sums_statistics():
     *case, out_pad = TRANSPOSED_CASES["2d-stride3-dilated"]
     dims, _, _, _, s, p, d, g, _ = case
     x, w, b = _inputs(case, transposed=True, seed=5)
-    ref = torch.relu(TRANSPOSED[dims](x.double(), w.double(), b.double(), s, p, out_pad, g, d)) * 0.5
+    plain = TRANSPOSED[dims](x.double(), w.double(), b.double(), s, p, out_pad, g, d)
+    ref = torch.relu(plain) * 0.5
     got, sums = conv(x, w, b, s, p, d, g, transposed=True, output_padding=out_pad, activation="relu",
                      epilogue=[["mul", 0.5]], config={"GATHER": True}, stats=True)  # fmt: skip
     torch.testing.assert_close(got.double(), ref, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(sums[0].double(), ref.sum(dim=(2, 3)), rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(sums[1].double(), (ref * ref).sum(dim=(2, 3)), rtol=1e-4, atol=1e-4)
-    plain = TRANSPOSED[dims](x.double(), w.double(), b.double(), s, p, out_pad, g, d)
     kw = dict(transposed=True, output_padding=out_pad, config={"GATHER": True})
     mean = conv(x, w, b, s, p, d, g, reduce="mean", **kw)  # a spatial mean, the output never stored
     torch.testing.assert_close(mean.double(), plain.mean(dim=(2, 3)), rtol=1e-5, atol=1e-5)
