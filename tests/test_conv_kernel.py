@@ -630,12 +630,14 @@ def test_every_form_on_the_gpu(monkeypatch):
         x, w, b = (t.to(dev) for t in _inputs(case, transposed=False))
         want = FORWARD[dims](x.double(), w.double(), b.double(), s, p, d, g)
         torch.testing.assert_close(conv(x, w, b, s, p, d, g).double(), want, rtol=1e-5, atol=1e-5, msg=name)
+    forms = {**TRANSPOSED_FORMS, "phases-inner": {"PHASE_INNER": True}}  # every form, compiled
     for name, (*case, out_pad) in TRANSPOSED_CASES.items():
         dims, _, _, _, s, p, d, g, _ = case
         x, w, b = (t.to(dev) for t in _inputs(case, transposed=True))
         want = TRANSPOSED[dims](x.double(), w.double(), b.double(), s, p, out_pad, g, d)
-        got = conv(x, w, b, s, p, d, g, transposed=True, output_padding=out_pad)
-        torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5, msg=name)
+        for form, config in forms.items():
+            got = conv(x, w, b, s, p, d, g, transposed=True, output_padding=out_pad, config=config)
+            torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5, msg=f"{name} {form}")
     for name in ("2d-many-channels", "2d-grouped", "3d"):  # split-K: partial tiles summed, then finished
         dims, _, _, _, s, p, d, g, _ = CASES[name]
         x, w, b = (t.to(dev) for t in _inputs(CASES[name], transposed=False, seed=13))
