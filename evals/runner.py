@@ -373,6 +373,19 @@ def set_aside_busy(runs: Path, keys: list[str]) -> list[str]:
     )
 
 
+def owes_a_run_alone(run_dir: Path, shared_now: bool) -> bool:
+    """A finished task that ran out of memory on a shared GPU and has not run again alone since.
+
+    Its run alone comes at the end of the launch that met the out-of-memory; a launch stopped before
+    its end (Ctrl-C, ``--stop-after``, a kill) leaves it owed, and the next launch runs it alone at its own
+    end. A record written before records said whether the GPU was shared counts as shared when this
+    launch's GPU is (``shared_now``).
+    """
+    record = read_json(run_dir / TASK_RECORD)
+    shared = record.get("gpu_shared", shared_now)
+    return bool(shared) and not record.get("alone") and (run_dir / REPORT).exists() and ran_out_of_memory(run_dir)
+
+
 def ran_out_of_memory(run_dir: Path) -> bool:
     """True when a finished task's run met an out-of-memory: a review's or a compiler seed capture's.
 
@@ -491,8 +504,14 @@ class _Progress:
             )
 
 
-def _record_exit(run_dir: Path, job: TaskJob, result: TaskExit, stopping: bool) -> dict[str, Any]:
-    """Update the task's eval_task.json after a launch; the record written."""
+def _record_exit(
+    run_dir: Path, job: TaskJob, result: TaskExit, stopping: bool, gpu_shared: bool = False, alone: bool = False
+) -> dict[str, Any]:
+    """Update the task's eval_task.json after a launch; the record written.
+
+    ``gpu_shared``: the task's GPU was shared with other workers (this eval's or, on ``--gpu-locks``, other
+    evals'); ``alone``: it ran again alone after running out of memory there (:func:`owes_a_run_alone`).
+    """
     prev = read_json(run_dir / TASK_RECORD)
     record: dict[str, Any] = {
         "wall_s": float(prev.get("wall_s") or 0.0) + result.wall_s,
@@ -501,6 +520,8 @@ def _record_exit(run_dir: Path, job: TaskJob, result: TaskExit, stopping: bool) 
         "returncode": result.returncode,
         "reason": None,
         "timeout_s": job.timeout_s,  # the per-task limit of the launch that ran it last
+        "gpu_shared": gpu_shared,
+        "alone": alone,
     }
     if (run_dir / REPORT).exists():
         record["status"] = "finished"
@@ -757,10 +778,13 @@ def run_eval(
                 f"starting over ({len(stale)}), begun under other kernelskill code: {', '.join(stale)} "
                 f"(previous runs in {out / 'superseded'})",
             )
+        short_of_memory: list[tuple[TaskSpec, str]] = []  # (task, its GPU): ran out of memory beside other workers
         for spec in specs:
             run_dir = runs / spec.key
             if is_finished(run_dir, retry_timeouts):
                 finished += 1
+                if owes_a_run_alone(run_dir, workers[0] in shared_gpus):
+                    short_of_memory.append((spec, workers[0]))
                 continue
             reason = check_task_file(spec.path)
             if reason:
@@ -775,8 +799,14 @@ def run_eval(
             f"eval dir {out}: {len(specs)} tasks, {finished} already finished, {unusable} unusable, "
             f"{todo.qsize()} to run on {len(workers)} worker(s)\nresume with: {hint}",
         )
+        if short_of_memory:
+            _say(
+                console,
+                f"{len(short_of_memory)} task(s) ran out of GPU memory beside other workers in an earlier launch that "
+                f"stopped before running them again alone; they run alone at the end of this one: "
+                f"{', '.join(spec.key for spec, _ in short_of_memory)}",
+            )
         progress = _Progress(console, len(specs), finished + unusable, todo.qsize())
-        short_of_memory: list[tuple[TaskSpec, str]] = []  # (task, its GPU): ran out of memory beside other workers
 
         def work(index: int, gpu: str, alone: bool = False) -> None:
             share_dir = (Path(locks) if locks else out / "gpu-share") / f"gpu{gpu}" if gpu in shared_gpus else None
@@ -790,13 +820,13 @@ def run_eval(
                     result = launcher(job)
                 except Exception as e:  # a launcher failure is this task's error, not the suite's
                     result = TaskExit(None, error=f"{type(e).__name__}: {e}")
-                record = _record_exit(job.run_dir, job, result, stop.is_set())
+                record = _record_exit(job.run_dir, job, result, stop.is_set(), gpu in shared_gpus, alone)
                 if record["status"] == "interrupted":
                     return
                 row = task_row(spec, job.run_dir)
                 _add_launch(out, started, True, gpus, ctx.cluster, launch_index, locks)
                 progress.task_done(spec, row["status"], result.wall_s, row["speedup_vs_eager"])
-                if not alone and gpu and workers.count(gpu) > 1 and ran_out_of_memory(job.run_dir):
+                if not alone and gpu in shared_gpus and ran_out_of_memory(job.run_dir):
                     short_of_memory.append((spec, gpu))
 
         threads = [

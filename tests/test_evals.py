@@ -768,6 +768,33 @@ def test_the_launch_stops_when_its_time_is_spent_and_resumes(tmp_path):
     assert [j.spec.name for j in resumed.jobs] == ["b", "c"] and not summary["partial"]
 
 
+def test_a_run_alone_owed_by_a_stopped_launch_comes_at_the_end_of_the_next(tmp_path):
+    """Two workers on one GPU: task a runs out of memory beside b, and the launch's time is spent while b runs,
+    before a's run alone. The next launch resumes b and then runs a again alone (its first run kept in
+    superseded/); a third launch has nothing left to run."""
+    tasks = tmp_path / "tasks"
+    for name in ("a", "b"):
+        make_task(tasks, name)
+    oom = "the reference ran out of memory on cuda:0 while other processes held 57.9 GiB of it: CUDA out of memory"
+    out, ctx = tmp_path / "eval", Context(scripted="s.json", device="cpu")
+    launcher = Blocking()
+    launcher.make_report = lambda job: {**report(None), "attempts": [{"error_digest": oom}]}
+    summary = run_eval([1], tasks, 0, "0,0", out, ctx, quiet(), launch=launcher, stop_after_s=2.0)
+    assert summary["interrupted"] and [r["status"] for r in summary["rows"]] == ["failed", "pending"]
+    record = json.loads((out / "runs" / "L1-a" / "eval_task.json").read_text())
+    assert record["gpu_shared"] and not record["alone"]
+    resumed, console = FakeLauncher(lambda job: report(review(speedup=1.5))), quiet()
+    summary = run_eval([1], tasks, 0, "0,0", out, ctx, console, launch=resumed)
+    assert [j.spec.name for j in resumed.jobs] == ["b", "a"]
+    assert "they run alone at the end of this one: L1-a" in output(console)
+    assert [r["status"] for r in summary["rows"]] == ["success", "success"]
+    assert (out / "superseded" / "L1-a" / "report.json").exists()
+    assert json.loads((out / "runs" / "L1-a" / "eval_task.json").read_text())["alone"]
+    third = FakeLauncher()
+    run_eval([1], tasks, 0, "0,0", out, ctx, quiet(), launch=third)
+    assert third.jobs == []
+
+
 @pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
 def test_a_termination_signal_stops_the_launch_as_ctrl_c_does(tmp_path, name):
     """A job scheduler's SIGTERM (or a closed terminal's SIGHUP) stops the running tasks, which run in sessions
