@@ -451,7 +451,7 @@ def short_config(cfg: dict[str, Any]) -> str:
     """A launch configuration in a few characters: ``m128 n64 k32 w4 s3``, then its forms and flags."""
     sizes = (("m", "BLOCK_M"), ("n", "BLOCK_N"), ("k", "BLOCK_K"), ("w", "num_warps"), ("s", "num_stages"))
     text = " ".join(f"{short}{cfg.get(name)}" for short, name in sizes)
-    forms = [name for name in ("FLAT_K", "DIRECT") if cfg.get(name)]
+    forms = [name for name in ("FLAT_K", "DIRECT", "PHASE_INNER", "GATHER") if cfg.get(name)]
     flags = [f"{name}={cfg[name]}" for name in ("PAD_C", "EPI_SPLIT", "SPLIT_K") if name in cfg]
     return " ".join([text, *forms, *flags])
 

@@ -389,6 +389,13 @@ def test_the_tuning_records_table_ranks_each_candidate_against_the_fastest(tmp_p
     assert len(rows) == 1
     assert "| tf32r | relu | 0.500 | 4.00 |" in rows[0]  # the default took four times the fastest's time
     assert "m128 n64 k16 w4 s3 PAD_C=16 1.00; *m128 n64 k32 w4 s3 DIRECT 4.00" in rows[0]
+    back = {**base, "DIRECT": False}  # a transposed convolution's forms: each named, none the same label
+    forms = [back, {**back, "PHASE_INNER": True}, {**back, "GATHER": True}]
+    assert [bench_conv.short_config(c) for c in forms] == [
+        "m128 n64 k32 w4 s3",
+        "m128 n64 k32 w4 s3 PHASE_INNER",
+        "m128 n64 k32 w4 s3 GATHER",
+    ]
 
 
 SMALL_GRID_TASK = textwrap.dedent(
