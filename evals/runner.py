@@ -373,17 +373,16 @@ def set_aside_busy(runs: Path, keys: list[str]) -> list[str]:
     )
 
 
-def owes_a_run_alone(run_dir: Path, shared_now: bool) -> bool:
+def owes_a_run_alone(run_dir: Path) -> bool:
     """A finished task that ran out of memory on a shared GPU and has not run again alone since.
 
     Its run alone comes at the end of the launch that met the out-of-memory; a launch stopped before
     its end (Ctrl-C, ``--stop-after``, a kill) leaves it owed, and the next launch runs it alone at its own
-    end. A record written before records said whether the GPU was shared counts as shared when this
-    launch's GPU is (``shared_now``).
+    end. A record written before records said whether the GPU was shared owes nothing (``--rerun`` it).
     """
     record = read_json(run_dir / TASK_RECORD)
-    shared = record.get("gpu_shared", shared_now)
-    return bool(shared) and not record.get("alone") and (run_dir / REPORT).exists() and ran_out_of_memory(run_dir)
+    owed = record.get("gpu_shared") and not record.get("alone")
+    return bool(owed) and (run_dir / REPORT).exists() and ran_out_of_memory(run_dir)
 
 
 def ran_out_of_memory(run_dir: Path) -> bool:
@@ -783,7 +782,7 @@ def run_eval(
             run_dir = runs / spec.key
             if is_finished(run_dir, retry_timeouts):
                 finished += 1
-                if owes_a_run_alone(run_dir, workers[0] in shared_gpus):
+                if owes_a_run_alone(run_dir):
                     short_of_memory.append((spec, workers[0]))
                 continue
             reason = check_task_file(spec.path)
