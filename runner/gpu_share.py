@@ -193,6 +193,7 @@ def shared(label: str = "") -> Iterator[None]:
         h.shared -= 1
         if not h.shared and not h.exclusive:
             fcntl.flock(h.data, fcntl.LOCK_UN)
+            give_room()
         _held("shared", t_in, waited, label, h.away_s - away_in)
 
 
@@ -253,6 +254,7 @@ def released(label: str = "compile") -> Iterator[None]:
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         torch.cuda.synchronize()
+        give_room()
     depth, h.shared = h.shared, 0
     fcntl.flock(h.data, fcntl.LOCK_UN)
     t_out = time.perf_counter()
@@ -465,6 +467,35 @@ def waited() -> dict[str, float] | None:
 
 ROOM_WAIT_MAX_S = 120.0  # at most this long for other processes' memory to leave before a run alone
 ROOM_SLACK_BYTES = 1 << 30  # memory other processes may hold before an out-of-memory is called theirs
+ROOM_WANTED = "room-wanted."  # + pid: in the lock directory while that process waits for memory (wait_for_room)
+
+
+def room_wanted() -> bool:
+    """Another process of this GPU waits for device memory to be freed (:func:`wait_for_room`)."""
+    where = os.environ.get(ENV, "").strip()
+    if not where:
+        return False
+    mine = f"{ROOM_WANTED}{os.getpid()}"
+    try:
+        with os.scandir(where) as entries:
+            return any(e.name.startswith(ROOM_WANTED) and e.name != mine for e in entries)
+    except OSError:
+        return False
+
+
+def give_room() -> bool:
+    """Give this process's cached, unused device memory back while another process waits for room; True if so.
+
+    PyTorch's allocator keeps the blocks a process freed (a float64 reference run's, a capture's) for its next
+    allocations; to another process they are memory in use. A process of a shared GPU calls this at the end
+    of each hold and as it gives its share up for a compile, so a run alone waiting for room after an
+    out-of-memory gets the others' caches, not only the memory of processes that end. Live tensors stay.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized() or _capturing() or not room_wanted():
+        return False
+    torch.cuda.empty_cache()
+    return True
 
 
 def free_device_memory() -> None:
@@ -501,16 +532,27 @@ def wait_for_room(need_bytes: float, max_s: float = ROOM_WAIT_MAX_S, poll_s: flo
     """Wait (holding no lock) until ``need_bytes`` of the device are free, at most ``max_s``; the seconds waited.
 
     Before a run that holds a shared GPU alone after an out-of-memory: another worker's memory leaves
-    when its process ends, which a lock does not bring about. The wait is logged like a lock's (the
-    launch's deadline is extended by it).
+    when its process ends, which a lock does not bring about, or when it gives its allocator's cache
+    back, which the wait asks of them (a ``room-wanted.PID`` file in the lock directory: :func:`give_room`).
+    The wait is logged like a lock's (the launch's deadline is extended by it).
     """
     import torch
 
     if need_bytes <= 0:
         return 0.0
     t0 = time.perf_counter()
-    while torch.cuda.mem_get_info()[0] < need_bytes + ROOM_SLACK_BYTES and time.perf_counter() - t0 < max_s:
-        time.sleep(poll_s)
+    where = os.environ.get(ENV, "").strip()
+    mark = Path(where) / f"{ROOM_WANTED}{os.getpid()}" if where else None
+    try:
+        while torch.cuda.mem_get_info()[0] < need_bytes + ROOM_SLACK_BYTES and time.perf_counter() - t0 < max_s:
+            if mark is not None and not mark.exists():
+                with contextlib.suppress(OSError):
+                    mark.touch()  # the other processes of this GPU give their cached memory back (give_room)
+            time.sleep(poll_s)
+    finally:
+        if mark is not None:
+            with contextlib.suppress(OSError):
+                mark.unlink(missing_ok=True)
     seconds = time.perf_counter() - t0
     h = _holder()
     if h is not None:

@@ -585,6 +585,46 @@ def test_a_run_alone_waits_for_room_and_logs_the_wait(monkeypatch, tmp_path):
     assert gpu_share.wait_for_room(0, max_s=30) == 0.0  # nothing known to wait for
 
 
+def test_a_wait_for_room_asks_the_other_processes_for_their_cached_memory(monkeypatch, tmp_path):
+    """While a run alone waits for room, its mark in the lock directory makes every other process of the GPU
+    give its allocator's cache back at the end of a hold and as it gives its share up for a compile; its own
+    mark asks nothing of itself, and the mark goes with the wait."""
+    import torch
+
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    monkeypatch.setenv(gpu_share.ENV, str(locks))
+    emptied = []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(True))
+    with gpu_share.shared(), gpu_share.released():
+        pass
+    assert emptied == [] and not gpu_share.give_room()  # nobody waits: the cache stays
+    seen = []
+
+    class Cuda(_FakeCuda):
+        def mem_get_info(self):
+            seen.append(sorted(p.name for p in locks.glob(gpu_share.ROOM_WANTED + "*")))
+            return super().mem_get_info()
+
+    fake = Cuda([1 << 30, 1 << 30, 9 << 30])
+    monkeypatch.setattr(torch.cuda, "mem_get_info", fake.mem_get_info)
+    gpu_share.wait_for_room(6 << 30, max_s=30, poll_s=0.01)
+    mark = f"{gpu_share.ROOM_WANTED}{os.getpid()}"
+    assert seen[1:] == [[mark], [mark]] and not list(locks.glob(gpu_share.ROOM_WANTED + "*"))
+    (locks / mark).touch()  # this process's own wait
+    assert not gpu_share.give_room() and emptied == []
+    (locks / f"{gpu_share.ROOM_WANTED}{os.getpid() + 1}").touch()  # another process's
+    with gpu_share.shared():
+        with gpu_share.released():  # a compile: the share given up, the cache with it
+            assert len(emptied) == 1
+    assert len(emptied) == 2  # the end of the hold
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    assert not gpu_share.give_room()  # never inside a CUDA graph's capture
+
+
 def test_a_float64_run_skipped_for_other_processes_memory_is_run_again_alone(monkeypatch, tmp_path):
     from kernelskill.runner.result import failure
     from kernelskill.runner.sandbox import alone_request, needs_gpu_alone

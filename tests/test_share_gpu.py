@@ -109,3 +109,39 @@ def test_a_reference_out_of_memory_under_another_process_is_not_the_tasks_fault(
     finally:
         hog.kill()
         hog.wait()
+
+
+CACHER = """
+import sys, time, torch
+from kernelskill.runner import gpu_share
+free, _ = torch.cuda.mem_get_info()
+with gpu_share.shared("review"):
+    block = torch.empty(free - (3 << 30), dtype=torch.uint8, device="cuda")
+    del block  # freed to PyTorch's cache: to other processes still memory in use
+print("cached", flush=True)
+end = time.time() + float(sys.argv[1])
+while time.time() < end:  # a worker between steps: short holds, compiles with the share given up
+    with gpu_share.shared("review"), gpu_share.released():
+        time.sleep(0.2)
+"""
+
+
+def test_a_process_gives_its_cached_memory_to_a_run_waiting_for_room(tmp_path, monkeypatch):
+    """Another worker's process keeps the memory it freed in its allocator's cache; a run alone that waits for
+    room gets it back at that process's next hold, without the process ending."""
+    import subprocess
+    import sys
+
+    import torch
+
+    monkeypatch.setenv(gpu_share.ENV, str(tmp_path / "locks"))
+    cacher = subprocess.Popen([sys.executable, "-c", CACHER, "120"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert cacher.stdout.readline().strip() == "cached"
+        assert torch.cuda.mem_get_info()[0] < 4 << 30  # the cache is held
+        waited = gpu_share.wait_for_room(8 << 30, max_s=60, poll_s=0.1)
+        assert waited < 30 and torch.cuda.mem_get_info()[0] >= 8 << 30
+        assert cacher.poll() is None  # the process lives on; only its cache went
+    finally:
+        cacher.kill()
+        cacher.wait()
