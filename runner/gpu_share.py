@@ -517,15 +517,19 @@ def elsewhere_bytes() -> int:
     return max(0, int(total - free - torch.cuda.memory_reserved()))
 
 
+def tried_bytes(text: str) -> float:
+    """The allocation an out-of-memory message says failed (PyTorch's ``Tried to allocate 8.00 GiB``), else 0."""
+    units = {"B": 0, "KiB": 1, "MiB": 2, "GiB": 3, "TiB": 4}
+    m = re.search(r"Tried to allocate ([\d.]+) (B|KiB|MiB|GiB|TiB)", text)
+    return float(m[1]) * 1024 ** units[m[2]] if m else 0.0
+
+
 def need_after_oom(error: BaseException | str) -> int:
     """Device memory a run that raised ``error`` (out of memory) needed at least: peak reserve plus the request."""
     import torch
 
-    units = {"B": 0, "KiB": 1, "MiB": 2, "GiB": 3, "TiB": 4}
-    m = re.search(r"Tried to allocate ([\d.]+) (B|KiB|MiB|GiB|TiB)", str(error))
-    tried = float(m[1]) * 1024 ** units[m[2]] if m else 0.0
     held = torch.cuda.max_memory_reserved() if torch.cuda.is_initialized() else 0
-    return int(held + tried)
+    return int(held + tried_bytes(str(error)))
 
 
 def wait_for_room(need_bytes: float, max_s: float = ROOM_WAIT_MAX_S, poll_s: float = 1.0) -> float:

@@ -137,12 +137,13 @@ def _failure_text(result: Mapping[str, Any]) -> str:
 def alone_request(result: Mapping[str, Any]) -> dict[str, Any]:
     """The request's additions for a run holding the shared GPU alone after ``result`` ran out of memory.
 
-    The memory to wait for: the result's ``need_bytes``, else a float64 run's estimate in its text.
+    The memory to wait for: the result's ``need_bytes``, else a float64 run's estimate in its text, else
+    the allocation its out-of-memory message says failed (a lower bound).
     """
     need = float(result.get("need_bytes") or 0)
     if not need:
         m = re.search(r"the float64 run needs about ([\d.]+) GiB", _failure_text(result))
-        need = float(m[1]) * 2**30 if m else 0.0
+        need = float(m[1]) * 2**30 if m else gpu_share.tried_bytes(_failure_text(result))
     return {"gpu_alone": True, "need_bytes": need}
 
 

@@ -645,3 +645,7 @@ def test_a_float64_run_skipped_for_other_processes_memory_is_run_again_alone(mon
     assert alone_request(skipped) == {"gpu_alone": True, "need_bytes": 32.0 * 2**30}
     assert alone_request(capture)["need_bytes"] == 32.0 * 2**30
     assert alone_request({**skipped, "need_bytes": 5}) == {"gpu_alone": True, "need_bytes": 5.0}
+    held = "the reference ran out of memory on cuda:0 while other processes held 57.9 GiB of it"
+    oom = failure("harness_error", f"{held}: CUDA out of memory. Tried to allocate 8.00 GiB. GPU 0 has 79.18 GiB")
+    assert alone_request(oom)["need_bytes"] == 8.0 * 2**30  # no estimate: at least the allocation that failed
+    assert alone_request(failure("crashed", "killed"))["need_bytes"] == 0.0  # nothing known to wait for
