@@ -102,6 +102,21 @@ class SeedError(RuntimeError):
 # placeholders: which model tensor or forward input each graph input is
 
 
+def compile_error(e: BaseException) -> str:
+    """``Type: first line`` of a compile's failure, through TorchDynamo's wrapper to the backend's own error.
+
+    ``BackendCompilerFailed``'s message opens with ``backend='...' raised:`` and its cause on the next line:
+    an out-of-memory in Inductor's autotuning reads as one only with the cause (a capture out of memory
+    beside other workers is tried again alone, ``runner/sandbox.py: needs_gpu_alone``).
+    """
+    inner = getattr(e, "inner_exception", None)
+    if isinstance(inner, BaseException) and inner is not e:
+        return f"{type(e).__name__}: {compile_error(inner)}"
+    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    first = " ".join(lines[:2]) if len(lines) > 1 and lines[0].endswith("raised:") else (lines or [""])[0]
+    return f"{type(e).__name__}: {first}"
+
+
 def placeholder_kind(source_name: str, forward_params: list[str], self_name: str = "self") -> dict[str, Any]:
     """Classify a Dynamo source name such as ``L['self']._modules['fc']._parameters['weight']``.
 
@@ -387,8 +402,7 @@ def capture(
         except SeedError:
             raise
         except Exception as e:
-            first = (str(e).strip().splitlines() or [""])[0]
-            raise SeedError(f"torch.compile failed: {type(e).__name__}: {first[:300]}") from e
+            raise SeedError(f"torch.compile failed: {compile_error(e)[:300]}") from e
     compile_s = time.perf_counter() - t0
     if len(graphs) != 1:
         raise SeedError(f"expected one compiled graph (no graph breaks), got {len(graphs)}")

@@ -622,3 +622,22 @@ def test_template_variants_write_out_the_transformer_encoder_fast_path(tmp_path,
     assert "_transformer_encoder_layer_fwd" not in cap["extern_calls"]
     src = seed.emit_candidate(task.read_text(), cap)
     assert seed.self_check(str(task), src, device="cpu", rtol=1e-4) is None
+
+
+def test_a_compile_failure_names_the_backends_own_error():
+    """TorchDynamo wraps the backend's error; its first line alone (``backend='...' raised:``) hid an
+    out-of-memory in autotuning, which a capture beside other workers retries alone."""
+    from torch._dynamo.exc import BackendCompilerFailed
+
+    from kernelskill.runner.gpu_share import out_of_memory
+
+    oom = RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore")
+    text = seed.compile_error(BackendCompilerFailed(lambda: None, oom, None))
+    assert text == "BackendCompilerFailed: RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    assert out_of_memory(text)
+    bare = RuntimeError("backend='inductor' raised:\nAcceleratorError: CUDA error: out of memory\n...")
+    assert (
+        seed.compile_error(bare)
+        == "RuntimeError: backend='inductor' raised: AcceleratorError: CUDA error: out of memory"
+    )
+    assert seed.compile_error(ValueError("bad\nrest")) == "ValueError: bad"
