@@ -475,12 +475,32 @@ def room_wanted() -> bool:
     where = os.environ.get(ENV, "").strip()
     if not where:
         return False
-    mine = f"{ROOM_WANTED}{os.getpid()}"
     try:
         with os.scandir(where) as entries:
-            return any(e.name.startswith(ROOM_WANTED) and e.name != mine for e in entries)
+            marks = [e.path for e in entries if e.name.startswith(ROOM_WANTED)]
     except OSError:
         return False
+    wanted = False
+    for mark in marks:
+        pid = mark.rsplit(".", 1)[-1]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        if _alive(int(pid)):
+            wanted = True
+        else:  # its process was killed while it waited: the mark would ask for the caches forever
+            with contextlib.suppress(OSError):
+                os.unlink(mark)
+    return wanted
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def give_room() -> bool:

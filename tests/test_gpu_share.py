@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -616,13 +618,22 @@ def test_a_wait_for_room_asks_the_other_processes_for_their_cached_memory(monkey
     assert seen[1:] == [[mark], [mark]] and not list(locks.glob(gpu_share.ROOM_WANTED + "*"))
     (locks / mark).touch()  # this process's own wait
     assert not gpu_share.give_room() and emptied == []
-    (locks / f"{gpu_share.ROOM_WANTED}{os.getpid() + 1}").touch()  # another process's
-    with gpu_share.shared():
-        with gpu_share.released():  # a compile: the share given up, the cache with it
-            assert len(emptied) == 1
-    assert len(emptied) == 2  # the end of the hold
-    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
-    assert not gpu_share.give_room()  # never inside a CUDA graph's capture
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = locks / f"{gpu_share.ROOM_WANTED}{int(dead.stdout)}"
+    stale.touch()  # a process killed while it waited
+    assert not gpu_share.give_room() and not stale.exists() and emptied == []  # its mark is cleared
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (locks / f"{gpu_share.ROOM_WANTED}{helper.pid}").touch()  # a live process's
+        with gpu_share.shared():
+            with gpu_share.released():  # a compile: the share given up, the cache with it
+                assert len(emptied) == 1
+        assert len(emptied) == 2  # the end of the hold
+        monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+        assert not gpu_share.give_room()  # never inside a CUDA graph's capture
+    finally:
+        helper.kill()
+        helper.wait()
 
 
 def test_a_float64_run_skipped_for_other_processes_memory_is_run_again_alone(monkeypatch, tmp_path):
