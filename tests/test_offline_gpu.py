@@ -125,16 +125,20 @@ def test_transposed_convolution_gets_a_triton_template_seed(tmp_path):
 
 def test_a_bare_convolutions_seed_is_repaired_onto_our_conv_kernel(tmp_path):
     """A convolution alone (no bias, no tail) is one cuDNN call in the default seed: rejected, no custom kernel.
-    The offline repair recaptures it with the convolution on our kernel, which the reviewer accepts as custom."""
+    The offline repair recaptures it with the convolution on our kernel, which the reviewer accepts as custom.
+
+    A 1-D one: Inductor gives a 2-D convolution of few channels a channels-last layout, whose conversion is a
+    Triton kernel of the seed's own, so that seed is not rejected for want of one.
+    """
     from kernelskill.nodes.diagnoser import offline_repair
     from kernelskill.runner.static_check import NO_KERNEL
 
     task = tmp_path / "bare_conv.py"
     task.write_text(
         "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self):\n"
-        "        super().__init__()\n        self.conv = nn.Conv2d(32, 64, 3, padding=1, bias=False)\n\n"
+        "        super().__init__()\n        self.conv = nn.Conv1d(32, 64, 3, padding=1, bias=False)\n\n"
         "    def forward(self, x):\n        return self.conv(x)\n\n\ndef get_inputs():\n"
-        "    return [torch.randn(8, 32, 64, 64)]\n\n\ndef get_init_inputs():\n    return []\n"
+        "    return [torch.randn(8, 32, 4096)]\n\n\ndef get_init_inputs():\n    return []\n"
     )
     [default] = [s for s in compiler_seeds(Context(), str(task), tmp_path / "seeds") if s.variant == "default"]
     assert default.ok, default.error
