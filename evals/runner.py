@@ -381,8 +381,7 @@ def owes_a_run_alone(run_dir: Path) -> bool:
     end. A record written before records said whether the GPU was shared owes nothing (``--rerun`` it).
     """
     record = read_json(run_dir / TASK_RECORD)
-    owed = record.get("gpu_shared") and not record.get("alone")
-    return bool(owed) and (run_dir / REPORT).exists() and ran_out_of_memory(run_dir)
+    return bool(record.get("gpu_shared") and not record.get("alone")) and ran_out_of_memory(run_dir)
 
 
 def ran_out_of_memory(run_dir: Path) -> bool:
