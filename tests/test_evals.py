@@ -512,14 +512,6 @@ time.sleep(120)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
-    except OSError:
-        return False
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
 def test_a_task_ends_with_its_tree_when_the_eval_is_killed_without_a_word(tmp_path):
     """kill -9 of the eval: its task (in a session of its own) and the task's own children end too."""
