@@ -155,6 +155,7 @@ def ks_conv_fwd(
     POOL: tl.constexpr, PKD: tl.constexpr, PKH: tl.constexpr, PKW: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EPI_SPLIT: tl.constexpr,
     SPLIT_K: tl.constexpr, PART: tl.constexpr, PHASE_INNER: tl.constexpr, GATHER: tl.constexpr,
+    TMA_B: tl.constexpr = False, WARP_SPEC: tl.constexpr = False,
 ):  # fmt: skip
     """One (output positions x output channels) tile of one group and, when transposed, one phase.
 
@@ -196,6 +197,12 @@ def ks_conv_fwd(
     convolution (stored whole, coalesced, ``CONTIG_OUT`` too), and each of them gathers every tap, masked
     where the tap does not reach it (``(o + P - k * Dil) % S != 0``): ``S`` times the products a phase
     computes per dimension, for stores that fill whole sectors.
+    ``TMA_B`` (Hopper): the weight's tiles are read through a tensor descriptor (the tensor memory
+    accelerator: one copy a tile, out-of-range rows and channels filled with zeros) instead of per-thread
+    masked loads; a tap's (out channel, in channel) block is a box of the (tap, out channel, in channel)
+    weight of the group. Not with ``FLAT_K`` or ``DIRECT``; the row of in channels must be a multiple of
+    16 bytes (:func:`tma_weight_ok`). ``WARP_SPEC``: the main loop over (tap, channel slice) warp-specialized
+    (``tl.range(..., warp_specialize=True)``: producer warps load, consumer warps multiply).
     """
     pid = tl.program_id(0)
     pid_gp = tl.program_id(1)
@@ -239,6 +246,10 @@ def ks_conv_fwd(
     x_pos = X + n.to(tl.int64) * sxn + (g * C).to(tl.int64) * sxc
     w_group = Wp + g.to(tl.int64) * (KD * KH * KW * OC * C)
     w_rows = w_group + oc[:, None] * C  # packed weight: (group, tap, out channel, in channel)
+    if TMA_B:
+        w_desc = tl.make_tensor_descriptor(
+            w_group, shape=[KD * KH * KW, OC, C], strides=[OC * C, C, 1], block_shape=[1, BLOCK_N, BLOCK_K]
+        )
 
     if TRANSPOSED and not GATHER:  # the taps reaching this phase: k0, k0 + T, ... in each dimension
         k0d = _first_tap(phase_d, PD, SD, DD, KD)
@@ -289,7 +300,7 @@ def ks_conv_fwd(
             chunk = tl.cdiv(it_hi, SPLIT_K)
             it_lo = tl.program_id(2) * chunk
             it_hi = tl.minimum(it_hi, it_lo + chunk)
-        for it in range(it_lo, it_hi):
+        for it in tl.range(it_lo, it_hi, warp_specialize=WARP_SPEC):
             t = it // c_slices
             c0 = (it % c_slices) * BLOCK_K
             jd = t // (nkh * nkw)
@@ -329,7 +340,13 @@ def ks_conv_fwd(
                 a_at = x_pos[:, None] + (idd * sxd + ih * sxh + iw * sxw)[:, None]
                 a_at += (c0 + ks)[None, :].to(tl.int64) * sxc
                 b_at = w_rows + tap * (OC * C) + (c0 + ks)[None, :]
-                if K_EXACT:  # every channel slice is whole: masks constant along k, so the loads are vectors
+                if TMA_B:  # zeros beyond the out channels and the in channels, as the masks below give
+                    b = w_desc.load([tap, pid_n * BLOCK_N, c0]).reshape(BLOCK_N, BLOCK_K)
+                    if K_EXACT:
+                        a = tl.load(a_at, mask=in_ok[:, None], other=0.0)
+                    else:
+                        a = tl.load(a_at, mask=in_ok[:, None] & ((c0 + ks) < C)[None, :], other=0.0)
+                elif K_EXACT:  # every channel slice is whole: masks constant along k, so the loads are vectors
                     a = tl.load(a_at, mask=in_ok[:, None], other=0.0)
                     b = tl.load(b_at, mask=oc_ok[:, None], other=0.0)
                 else:
@@ -706,6 +723,30 @@ def _compile(kernel: Any, grid: tuple[int, ...], *args: Any, **kwargs: Any) -> A
     return kernel.warmup(*args, grid=grid, **kwargs)
 
 
+def tma_weight_ok(in_per_group: int, dtype: torch.dtype, cfg: dict[str, Any]) -> bool:
+    """Whether :func:`ks_conv_fwd` may read the weight through a tensor descriptor (``TMA_B``) with ``cfg``.
+
+    A descriptor's strides but the last must be multiples of 16 bytes (so must the base: the packed weight
+    is a whole allocation, each group a whole number of rows), and it is made in the kernel, which needs
+    Triton's allocator for its scratch: set here for eager launches; a launch in a graph torch.compile
+    builds does not run it, so there the weight is read as usual.
+    """
+    if not cfg.get("TMA_B") or cfg.get("FLAT_K") or cfg.get("DIRECT") or torch.compiler.is_compiling():
+        return False
+    if not hasattr(tl, "make_tensor_descriptor"):
+        return False
+    return in_per_group * torch.empty((), dtype=dtype).element_size() % 16 == 0
+
+
+def _scratch_allocator(device: torch.device) -> None:
+    """Triton's allocator for a kernel's global scratch (an in-kernel tensor descriptor's): bytes on ``device``."""
+
+    def alloc(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+        return torch.empty(size, dtype=torch.int8, device=device)
+
+    triton.set_allocator(alloc)
+
+
 def channels_last(x5: torch.Tensor, round_tf32: bool, channels: int = 0) -> torch.Tensor:
     """``x5`` (N, C, D, H, W) with channels-last strides (a view of an (N, D, H, W, C) tensor).
 
@@ -858,6 +899,9 @@ def conv(
         wp = padded
     if not depthwise and not direct:
         x5 = channels_last(x5, rnd, c_k)
+    tma = not depthwise and tma_weight_ok(c_k, wp.dtype, {**cfg, "DIRECT": direct})
+    if tma:
+        _scratch_allocator(x.device)
     base = ks_conv_depthwise if depthwise else ks_conv_fwd
     elementwise = [step for step in epilogue or [] if step[0] not in ("pool", "channels")]
     kernel = epilogue_kernel(epilogue or [], len(vectors), base) if elementwise else base
@@ -913,7 +957,8 @@ def conv(
         POOL=POOLS[pool[1]] if pool else 0, PKD=pk[0], PKH=pk[1], PKW=pk[2],
         BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
         EPI_SPLIT=1 if channels is not None else int(cfg.get("EPI_SPLIT") or epilogue_split(cfg)),
-        SPLIT_K=split, PART=0, PHASE_INNER=phase_inner, GATHER=gather,
+        SPLIT_K=split, PART=0, PHASE_INNER=phase_inner, GATHER=gather, TMA_B=tma,
+        WARP_SPEC=bool(cfg.get("WARP_SPEC")),
         num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )  # fmt: skip
     grid = (tiles_m * tiles_n * phases, groups) if phase_inner else (tiles_m * tiles_n, groups * phases)

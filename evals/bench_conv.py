@@ -6,6 +6,7 @@
     python -m kernelskill.evals.bench_conv --tasks DIR --static --out DIR  # registers and spills (CPU, sm_90)
     python -m kernelskill.evals.bench_conv --tuning --out DIR   # what the per-shape tuning timed (its cache)
     python -m kernelskill.evals.bench_conv --tasks DIR --compile-time --out DIR  # the tuning's compile time
+    python -m kernelskill.evals.bench_conv --tasks DIR --compare '{}' '{"TMA_B": true}'  # configurations A/B
 
 Every task file of the folders (default: the bundled suite's levels) is traced on the meta device
 (no memory, no compute), and each distinct convolution its reference calls (``torch.conv{1,2,3}d``,
@@ -43,6 +44,11 @@ is merged into each (``'{"EPI_SPLIT": 1}'``: every tile finished whole). It is r
 compiling its tuning candidates' kernels one by one (as their first runs would) and together on a pool of
 threads (``engine/conv_tune.py: compile_together``), each way in a fresh process with an empty Triton
 cache, for this GPU or, without one, for sm_90 (``compile_time.jsonl``, ``compile_time.md``).
+
+``--compare CONFIG ...`` times only our kernel, on each convolution, under each launch configuration given
+(JSON, merged over the default one, no tuning; ``'{}'`` is the default itself), one after another in the
+same process: each one's median ms, its speedup over the first, and its error against fp64
+(``bench_compare.jsonl``, ``bench_compare.md`` with geometric means per folder), resumed the same way.
 
 ``--tuning`` needs no GPU either: it writes ``tuning.md`` from this machine's tuning cache (the
 ``conv_configs`` entries under ``KERNELSKILL_CACHE_DIR``): per convolution tuned, every candidate's time as
@@ -590,18 +596,10 @@ def task_convs(folders: list[Path]) -> Iterator[tuple[str, dict[str, Any]]]:
                     yield f"{folder.name}/{path.stem}", rec
 
 
-def measure(rec: dict[str, Any], precision: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Time cuDNN, torch.compile and our kernel on one convolution (CUDA); errors against fp64.
-
-    ``config``: launch parameters for our kernel instead of its defaults (``engine/conv.py: conv``).
-    """
+def _operands(rec: dict[str, Any]) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+    """Seeded input, weight and bias of convolution ``rec`` on the GPU, PyTorch's function and its arguments."""
     import torch
     import torch.nn.functional as F
-
-    from kernelskill.engine import conv_tune
-    from kernelskill.engine.conv import conv
-    from kernelskill.runner.roofline import ceilings
-    from kernelskill.runner.timing import time_adaptive
 
     dtype = getattr(torch, rec["dtype"])
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -613,6 +611,23 @@ def measure(rec: dict[str, Any], precision: str, config: dict[str, Any] | None =
     args = dict(stride=rec["stride"], padding=rec["padding"], dilation=rec["dilation"], groups=rec["groups"])
     if rec["transposed"]:
         args["output_padding"] = rec["output_padding"]
+
+    return x, w, b, fn, args
+
+
+def measure(rec: dict[str, Any], precision: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Time cuDNN, torch.compile and our kernel on one convolution (CUDA); errors against fp64.
+
+    ``config``: launch parameters for our kernel instead of its defaults (``engine/conv.py: conv``).
+    """
+    import torch
+
+    from kernelskill.engine import conv_tune
+    from kernelskill.engine.conv import conv
+    from kernelskill.runner.roofline import ceilings
+    from kernelskill.runner.timing import time_adaptive
+
+    x, w, b, fn, args = _operands(rec)
 
     def cudnn() -> Any:
         return fn(x, w, b, **args)
@@ -881,6 +896,103 @@ def markdown(rows: list[dict[str, Any]], precision: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def compare_one(rec: dict[str, Any], precision: str, configs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Our kernel alone on one convolution (CUDA) under each launch configuration of ``configs``, one after another.
+
+    Each is merged over the default configuration (no tuning); per configuration its median ms (or its error)
+    and its output's largest error against fp64, and each one's speedup over the first.
+    """
+    import torch
+
+    from kernelskill.engine.conv import conv
+    from kernelskill.runner.timing import time_adaptive
+
+    x, w, b, fn, args = _operands(rec)
+    kw = {k: v for k, v in args.items() if k != "output_padding"}
+    row: dict[str, Any] = {"ms": [], "err": []}
+    with torch.no_grad():
+        exact = fn(x.double(), w.double(), b.double() if b is not None else None, **args)
+        scale = exact.abs().max().item() or 1.0
+        for cfg in configs:
+
+            def ours(cfg: dict[str, Any] = cfg) -> Any:
+                return conv(x, w, b, transposed=rec["transposed"], output_padding=rec["output_padding"],
+                            precision=precision, config=dict(cfg), **kw)  # fmt: skip
+
+            try:
+                row["err"].append((ours().double() - exact).abs().max().item() / scale)
+                row["ms"].append(time_adaptive(ours)["median_ms"])
+            except Exception as e:  # noqa: BLE001 - a configuration that does not compile is a cell, not the row
+                row["err"].append(None)
+                row["ms"].append(f"{type(e).__name__}: {str(e)[:160]}")
+    first = row["ms"][0]
+    row["speedup"] = [first / t if isinstance(t, float) and isinstance(first, float) else None for t in row["ms"]]
+    return row
+
+
+def compare_markdown(rows: list[dict[str, Any]], precision: str, configs: list[dict[str, Any]]) -> str:
+    """``--compare``'s table: per convolution each configuration's ms and speedup over the first; geo means."""
+    names = [json.dumps(c) for c in configs]
+    lines = [
+        f"Our kernel in `{precision}` under {len(configs)} launch configurations, each merged over the default "
+        "(median ms; speedup over the first)",
+        "",
+        "| task | op | input | weight | " + " | ".join(f"`{n}` ms" for n in names) + " | "
+        + " | ".join(f"speedup `{n}`" for n in names[1:]) + " |",
+        "|---|---|---|---|" + "---|" * (2 * len(names) - 1),
+    ]  # fmt: skip
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['task']} | - | - | - | {r['error'][:80]} |")
+            continue
+        ms = [f"{t:.4g}" if isinstance(t, float) else str(t)[:60] for t in r["ms"]]
+        up = [f"{v:.3f}" if v else "-" for v in r["speedup"][1:]]
+        lines.append(f"| {r['task']} | {r['op']} | {r['input']} | {r['weight']} | " + " | ".join(ms + up) + " |")
+    lines += [
+        "",
+        "| folder | configuration | convolutions timed | geo mean speedup | min | max |",
+        "|---|---|---|---|---|---|",
+    ]
+    for folder in sorted({r["task"].split("/")[0] for r in rows if "speedup" in r}):
+        sel = [r for r in rows if r["task"].startswith(folder + "/") and "speedup" in r]
+        for i, name in enumerate(names[1:], start=1):
+            ups = [r["speedup"][i] for r in sel if r["speedup"][i]]
+            if ups:
+                geo = math.exp(sum(math.log(v) for v in ups) / len(ups))
+                lines.append(f"| {folder} | `{name}` | {len(ups)} | {geo:.3f} | {min(ups):.3f} | {max(ups):.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def compare(found: list[tuple[str, dict[str, Any]]], out: Path, precision: str, configs: list[dict[str, Any]]) -> int:
+    """``--compare``: :func:`compare_one` on every convolution found; resumed (rows of the same configurations kept)."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "bench_compare.jsonl"
+    done = []
+    if path.exists():
+        done = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        done = [r for r in done if r.get("precision") == precision and r.get("configs") == configs]
+    rows = []
+    with open(path, "a") as log:
+        for task, rec in found:
+            same = [r for r in done if all(r.get(k) == v for k, v in {"task": task, **rec}.items())]
+            if same:
+                rows.append(same[-1])
+                continue
+            row = {"task": task, **rec, "precision": precision, "configs": configs}
+            if "error" not in rec:
+                try:
+                    row |= compare_one(rec, precision, configs)
+                except Exception as e:  # noqa: BLE001 - one failing shape is a row, not the end of the run
+                    row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+            rows.append(row)
+            log.write(json.dumps(row) + "\n")
+            log.flush()
+            print(task, rec.get("op"), row.get("speedup"), row.get("error", ""), flush=True)
+    (out / "bench_compare.md").write_text(compare_markdown(rows, precision, configs))
+    print(f"table: {out / 'bench_compare.md'}")
+    return 0
+
+
 def _measured(path: Path, precision: str, config: dict[str, Any], tuned: bool = False) -> list[dict[str, Any]]:
     """Rows an earlier run wrote to ``path`` in ``precision``, ``config`` and tuning; rows with an error are redone."""
     if not path.exists():
@@ -921,6 +1033,9 @@ def main(argv: list[str] | None = None) -> int:
                     "(no GPU needed: sm_90)")  # fmt: skip
     ap.add_argument("--tuning", action="store_true",
                     help="write what the per-shape tuning timed, from this cache (no GPU needed)")  # fmt: skip
+    ap.add_argument("--compare", nargs="+", metavar="CONFIG",
+                    help="time only our kernel, under each of these launch configurations (JSON, each merged over "
+                    "the default), e.g. '{}' '{\"TMA_B\": true}'")  # fmt: skip
     ap.add_argument("--shard", default="0/1", help="with --whole: K/N, every N-th task from the K-th (0-based)")
     ap.add_argument("--profile", action="store_true",
                     help="with --whole: also each program's longest kernels (torch.profiler, five calls)")  # fmt: skip
@@ -964,6 +1079,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.whole:
         return whole(folders, args.out, args.precision, (shard[0], shard[1]), args.profile)
+    if args.compare:
+        return compare(found, args.out, args.precision, [json.loads(c) for c in args.compare])
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "bench_conv.jsonl"
     config = json.loads(args.config)

@@ -112,6 +112,44 @@ def test_a_second_run_into_the_same_folder_measures_only_what_is_missing(tmp_pat
     assert table.count("| tasks/t |") == 2 and "out of memory" not in table
 
 
+def test_the_comparison_of_configurations_times_each_and_resumes(tmp_path, monkeypatch):
+    import torch
+
+    from kernelskill.evals import bench_conv
+
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "t.py").write_text(TASK)
+    seen = []
+
+    def fake_compare_one(rec, precision, configs):  # the GPU timing stands aside: what is run and written is the point
+        seen.append((rec["op"], precision, configs))
+        return {"ms": [2.0, 1.0, "CompilationError: no"], "err": [0.0, 0.0, None], "speedup": [1.0, 2.0, None]}
+
+    monkeypatch.setattr(bench_conv, "compare_one", fake_compare_one)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    args = ["--tasks", str(tmp_path / "tasks"), "--out", str(tmp_path / "out"), "--compare", "{}",
+            '{"TMA_B": true}', '{"WARP_SPEC": true}']  # fmt: skip
+    assert bench_conv.main(args) == 0 and len(seen) == 2
+    assert seen[0][2] == [{}, {"TMA_B": True}, {"WARP_SPEC": True}]
+    assert bench_conv.main(args) == 0 and len(seen) == 2  # resumed: nothing left
+    assert bench_conv.main([*args[:-1]]) == 0 and len(seen) == 4  # other configurations: measured again
+    table = (tmp_path / "out" / "bench_compare.md").read_text()
+    assert "| tasks/t | conv2d |" in table and "CompilationError" in table
+    assert '| tasks | `{"TMA_B": true}` | 2 | 2.000 | 2.000 | 2.000 |' in table
+
+
+@pytest.mark.gpu
+def test_the_weight_through_a_tensor_descriptor_computes_the_same_convolution_on_the_gpu():
+    from kernelskill.evals.bench_conv import compare_one
+
+    rec = {"op": "conv2d", "input": [8, 36, 20, 20], "weight": [70, 36, 3, 3], "bias": True, "stride": [1, 1],
+           "padding": [1, 1], "dilation": [1, 1], "groups": 1, "output_padding": [0, 0], "transposed": False,
+           "dtype": "float32"}  # fmt: skip
+    row = compare_one(rec, "ieee", [{}, {"TMA_B": True}])
+    assert all(isinstance(t, float) for t in row["ms"]), row["ms"]
+    assert max(row["err"]) < 1e-5, row["err"]
+
+
 POOLED_TASK = textwrap.dedent(
     """
     import torch

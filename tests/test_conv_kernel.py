@@ -133,6 +133,38 @@ def test_the_direct_form_is_exact_fp32_whatever_the_precision(name):
     torch.testing.assert_close(got.double(), want, rtol=1e-6, atol=1e-6)
 
 
+# (dims, in channels, out channels, kernel, stride, padding, dilation, groups, spatial size, transposed, config)
+TMA_CASES = {
+    "2d": (2, 20, 19, (3, 3), 1, 1, 1, 1, (6, 5), False, {}),  # 20 channels: slices of 16, the last masked
+    "2d-grouped": (2, 24, 10, (3, 3), 2, 1, 1, 2, (7, 6), False, {}),
+    "3d-asymmetric": (3, 8, 5, (2, 1, 3), 1, (1, 0, 1), 1, 1, (3, 4, 5), False, {}),
+    "2d-transposed": (2, 8, 6, (4, 4), 2, 1, 1, 1, (4, 5), True, {}),
+    "2d-transposed-phases-inner": (2, 8, 6, (3, 3), 2, 1, 1, 1, (4, 5), True, {"PHASE_INNER": True}),
+    "1d-transposed-gather": (1, 12, 7, (5,), 3, 2, 1, 1, (6,), True, {"GATHER": True}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TMA_CASES))
+def test_the_weight_read_through_a_tensor_descriptor_gives_the_same_output(name):
+    """``TMA_B``: the weight's tiles through a tensor descriptor, whose zeros beyond the out channels (fewer than a
+    tile) and the in channels (not a whole slice) stand for the masks."""
+    from kernelskill.engine import conv as K
+
+    *case, transposed, config = TMA_CASES[name]
+    dims, cin, _, _, s, p, d, g, _ = case
+    x, w, b = _inputs(case, transposed=transposed)
+    fn = TRANSPOSED[dims] if transposed else FORWARD[dims]
+    args = (s, p, 0, g, d) if transposed else (s, p, d, g)
+    want = fn(x.double(), w.double(), b.double(), *args)
+    cfg = {**config, "TMA_B": True, "DIRECT": False}
+    assert K.tma_weight_ok(cin // g, torch.float32, cfg)
+    got = conv(x, w, b, s, p, d, g, transposed=transposed, config=cfg)
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+    assert not K.tma_weight_ok(6, torch.float32, cfg)  # 24 bytes a row: not a multiple of 16
+    assert not K.tma_weight_ok(8, torch.float32, {**cfg, "FLAT_K": True})
+    assert not K.tma_weight_ok(8, torch.float32, {"TMA_B": False})
+
+
 def test_fused_bias_and_relu_epilogue_and_a_channels_last_input():
     x, w, b = _inputs(CASES["2d"], transposed=False, seed=3)
     x = x.to(memory_format=torch.channels_last)  # strides, not a copy
@@ -220,7 +252,7 @@ COMPILE = textwrap.dedent(
                   "POOL": 0, "PKD": 1, "PKH": 1, "PKW": 1,
                   "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"],
                   "EPI_SPLIT": 1 if flat else 2, "SPLIT_K": 1, "PART": 0, "PHASE_INNER": transposed,
-                  "GATHER": direct}
+                  "GATHER": direct, "TMA_B": False, "WARP_SPEC": False}
         compiled = build(K.ks_conv_fwd, consts, ptrs, cfg["num_warps"], cfg["num_stages"])
         print("OK", transposed, flat, direct, compiled.metadata.shared)
 
@@ -259,6 +291,10 @@ COMPILE = textwrap.dedent(
     print("OK depthwise")
     build(K.ks_to_channels_last, {"ROUND_TF32": True, "BLOCK_C": 32, "BLOCK_S": 64}, ("X", "Out"))
     print("OK layout")
+    build(K.ks_conv_fwd, {**consts, "CHANNELS": 0, "TMA_B": True}, ptrs)  # the weight through a tensor descriptor
+    build(K.ks_conv_fwd, {**consts, "CHANNELS": 0, "TRANSPOSED": True, "PHASE_INNER": True, "K_EXACT": False,
+                          "TMA_B": True}, ptrs)  # fmt: skip
+    print("OK tensor descriptor")
     """
 )
 
@@ -269,7 +305,7 @@ def test_the_kernel_compiles_for_hopper():
     ``MEMBAR.ALL.GPU`` before it, waiting for the tile's stores, and an L1 invalidation after)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True, timeout=300, env=env)
-    assert out.stdout.count("OK") == 11, out.stdout[-2000:] + out.stderr[-3000:]
+    assert out.stdout.count("OK") == 12, out.stdout[-2000:] + out.stderr[-3000:]
     assert "atomics atom.global.gpu.relaxed.add.f32\n" in out.stdout, out.stdout[-2000:]
 
 
