@@ -46,8 +46,9 @@ threads (``engine/conv_tune.py: compile_together``), each way in a fresh process
 cache, for this GPU or, without one, for sm_90 (``compile_time.jsonl``, ``compile_time.md``).
 
 ``--compare CONFIG ...`` times only our kernel, on each convolution, under each launch configuration given
-(JSON, merged over the default one, no tuning; ``'{}'`` is the default itself), one after another in the
-same process: each one's median ms, its speedup over the first, and its error against fp64
+(JSON, merged over the default one, no tuning; ``'{}'`` is the default itself), in the order given and then
+in the reverse order, in the same process: each one's mean of its two median ms, its speedup over the
+first, and its error against fp64
 (``bench_compare.jsonl``, ``bench_compare.md`` with geometric means per folder), resumed the same way.
 
 ``--tuning`` needs no GPU either: it writes ``tuning.md`` from this machine's tuning cache (the
@@ -897,10 +898,13 @@ def markdown(rows: list[dict[str, Any]], precision: str) -> str:
 
 
 def compare_one(rec: dict[str, Any], precision: str, configs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Our kernel alone on one convolution (CUDA) under each launch configuration of ``configs``, one after another.
+    """Our kernel alone on one convolution (CUDA) under each launch configuration of ``configs``.
 
-    Each is merged over the default configuration (no tuning); per configuration its median ms (or its error)
-    and its output's largest error against fp64, and each one's speedup over the first.
+    Each is merged over the default configuration (no tuning). The configurations are timed in the order
+    given, then again in the reverse order (a drift of the GPU's clocks over the row, or what the first
+    timing pays for the ones after it, then falls on every configuration alike); per configuration the mean
+    of its two medians (``ms``; or its error), both (``passes``), its output's largest error against fp64
+    (``err``), and its speedup over the first (``speedup``).
     """
     import torch
 
@@ -909,22 +913,29 @@ def compare_one(rec: dict[str, Any], precision: str, configs: list[dict[str, Any
 
     x, w, b, fn, args = _operands(rec)
     kw = {k: v for k, v in args.items() if k != "output_padding"}
-    row: dict[str, Any] = {"ms": [], "err": []}
+    row: dict[str, Any] = {"err": [], "passes": [[], []]}
+    failed: dict[int, str] = {}
     with torch.no_grad():
         exact = fn(x.double(), w.double(), b.double() if b is not None else None, **args)
         scale = exact.abs().max().item() or 1.0
-        for cfg in configs:
+        calls = []
+        for i, cfg in enumerate(configs):
 
             def ours(cfg: dict[str, Any] = cfg) -> Any:
                 return conv(x, w, b, transposed=rec["transposed"], output_padding=rec["output_padding"],
                             precision=precision, config=dict(cfg), **kw)  # fmt: skip
 
+            calls.append(ours)
             try:
                 row["err"].append((ours().double() - exact).abs().max().item() / scale)
-                row["ms"].append(time_adaptive(ours)["median_ms"])
             except Exception as e:  # noqa: BLE001 - a configuration that does not compile is a cell, not the row
                 row["err"].append(None)
-                row["ms"].append(f"{type(e).__name__}: {str(e)[:160]}")
+                failed[i] = f"{type(e).__name__}: {str(e)[:160]}"
+        del exact
+        for p, order in enumerate((range(len(configs)), reversed(range(len(configs))))):
+            times = {i: time_adaptive(calls[i])["median_ms"] for i in order if i not in failed}
+            row["passes"][p] = [times.get(i) for i in range(len(configs))]
+    row["ms"] = [failed[i] if i in failed else sum(t[i] for t in row["passes"]) / 2 for i in range(len(configs))]
     first = row["ms"][0]
     row["speedup"] = [first / t if isinstance(t, float) and isinstance(first, float) else None for t in row["ms"]]
     return row

@@ -138,6 +138,41 @@ def test_the_comparison_of_configurations_times_each_and_resumes(tmp_path, monke
     assert '| tasks | `{"TMA_B": true}` | 2 | 2.000 | 2.000 | 2.000 |' in table
 
 
+def test_each_configuration_is_timed_in_both_orders_and_a_failing_one_is_a_cell(monkeypatch):
+    import torch
+    import torch.nn.functional as F
+
+    from kernelskill.engine import conv as conv_module
+    from kernelskill.evals import bench_conv
+    from kernelskill.runner import timing
+
+    x, w = torch.randn(1, 4, 6, 6, dtype=torch.float64), torch.randn(5, 4, 3, 3, dtype=torch.float64)
+    args = {"stride": 1, "padding": 1, "dilation": 1, "groups": 1}
+    monkeypatch.setattr(bench_conv, "_operands", lambda rec: (x, w, None, F.conv2d, args))
+
+    def fake_conv(x, w, b, config=None, **kw):  # the CPU stands in for the GPU: a configuration is its label
+        if config.get("broken"):
+            raise RuntimeError("PassManager::run failed")
+        out = F.conv2d(x, w, b, **{k: kw[k] for k in args})
+        out.label = config.get("label", "default")
+        return out
+
+    order, clock = [], iter([4.0, 2.0, 3.0, 1.0])  # first pass: default, fast; second pass: fast, default
+
+    def fake_time(fn):
+        order.append(fn().label)
+        return {"median_ms": next(clock)}
+
+    monkeypatch.setattr(conv_module, "conv", fake_conv)
+    monkeypatch.setattr(timing, "time_adaptive", fake_time)
+    rec = {"transposed": False, "output_padding": [0, 0]}
+    row = bench_conv.compare_one(rec, "ieee", [{}, {"label": "fast"}, {"broken": True}])
+    assert order == ["default", "fast", "fast", "default"]  # in the order given, then reversed
+    assert row["passes"] == [[4.0, 2.0, None], [1.0, 3.0, None]]
+    assert row["ms"][:2] == [2.5, 2.5] and row["ms"][2].startswith("RuntimeError: PassManager")
+    assert row["speedup"] == [1.0, 1.0, None] and row["err"][2] is None and row["err"][0] < 1e-12
+
+
 @pytest.mark.gpu
 def test_the_weight_through_a_tensor_descriptor_computes_the_same_convolution_on_the_gpu():
     from kernelskill.evals.bench_conv import compare_one
