@@ -768,6 +768,18 @@ def _tensors(value: Any) -> list[Any]:
     return []
 
 
+def _by_folder(rows: list[dict[str, Any]], key: str) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The rows that have ``key``, grouped by their task's folder (the part of ``task`` before the ``/``)."""
+    have = [r for r in rows if key in r]
+    return [
+        (f, [r for r in have if r["task"].split("/")[0] == f]) for f in sorted({r["task"].split("/")[0] for r in have})
+    ]
+
+
+def _geo(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
 def whole_markdown(rows: list[dict[str, Any]], precision: str) -> str:
     """The whole-task table: one line per task, then arithmetic and geometric means per task folder."""
     lines = [
@@ -791,12 +803,8 @@ def whole_markdown(rows: list[dict[str, Any]], precision: str) -> str:
         "| folder | tasks | vs eager arith / geo | vs compile arith / geo | at least 0.9x compile |",
         "|---|---|---|---|---|",
     ]
-    for folder in sorted({r["task"].split("/")[0] for r in rows if "vs_compile" in r}):
-        sel = [r for r in rows if r["task"].startswith(folder + "/") and "vs_compile" in r]
-        means = {
-            k: (sum(r[k] for r in sel) / len(sel), math.exp(sum(math.log(r[k]) for r in sel) / len(sel)))
-            for k in ("vs_eager", "vs_compile")
-        }
+    for folder, sel in _by_folder(rows, "vs_compile"):
+        means = {k: (sum(r[k] for r in sel) / len(sel), _geo([r[k] for r in sel])) for k in ("vs_eager", "vs_compile")}
         good = sum(r["vs_compile"] >= 0.9 for r in sel)
         lines.append(
             f"| {folder} | {len(sel)} | {means['vs_eager'][0]:.3f} / {means['vs_eager'][1]:.3f} "
@@ -889,10 +897,8 @@ def markdown(rows: list[dict[str, Any]], precision: str) -> str:
             f"| {r['vs_cudnn']:.3f} | {r['vs_compile']:.3f} | {r['err_ours']:.1e} / {r['err_cudnn']:.1e} |"
         )
     lines += ["", "| folder | convolutions | geo mean vs cuDNN | geo mean vs compile |", "|---|---|---|---|"]
-    folders = sorted({r["task"].split("/")[0] for r in rows if "vs_cudnn" in r})
-    for folder in folders:
-        sel = [r for r in rows if r["task"].startswith(folder + "/") and "vs_cudnn" in r]
-        geo = {k: math.exp(sum(math.log(r[k]) for r in sel) / len(sel)) for k in ("vs_cudnn", "vs_compile")}
+    for folder, sel in _by_folder(rows, "vs_cudnn"):
+        geo = {k: _geo([r[k] for r in sel]) for k in ("vs_cudnn", "vs_compile")}
         lines.append(f"| {folder} | {len(sel)} | {geo['vs_cudnn']:.3f} | {geo['vs_compile']:.3f} |")
     return "\n".join(lines) + "\n"
 
@@ -964,14 +970,46 @@ def compare_markdown(rows: list[dict[str, Any]], precision: str, configs: list[d
         "| folder | configuration | convolutions timed | geo mean speedup | min | max |",
         "|---|---|---|---|---|---|",
     ]
-    for folder in sorted({r["task"].split("/")[0] for r in rows if "speedup" in r}):
-        sel = [r for r in rows if r["task"].startswith(folder + "/") and "speedup" in r]
+    for folder, sel in _by_folder(rows, "speedup"):
         for i, name in enumerate(names[1:], start=1):
             ups = [r["speedup"][i] for r in sel if r["speedup"][i]]
             if ups:
-                geo = math.exp(sum(math.log(v) for v in ups) / len(ups))
+                geo = _geo(ups)
                 lines.append(f"| {folder} | `{name}` | {len(ups)} | {geo:.3f} | {min(ups):.3f} | {max(ups):.3f} |")
     return "\n".join(lines) + "\n"
+
+
+def _rows_resumed(
+    found: list[tuple[str, dict[str, Any]]],
+    done: list[dict[str, Any]],
+    path: Path,
+    head: dict[str, Any],
+    measure_one: Callable[[dict[str, Any]], dict[str, Any]],
+    shown: str,
+) -> list[dict[str, Any]]:
+    """One row per convolution ``found``, each appended to ``path`` and printed (its ``shown`` value) as it comes.
+
+    The row an earlier run into the same folder measured (in ``done``) is kept; otherwise ``head`` and what
+    ``measure_one`` returns (its exception: the row's ``error``).
+    """
+    rows = []
+    with open(path, "a") as log:
+        for task, rec in found:
+            same = [r for r in done if all(r.get(k) == v for k, v in {"task": task, **rec}.items())]
+            if same:  # measured by an earlier run into the same --out: kept
+                rows.append(same[-1])
+                continue
+            row = {"task": task, **rec, **head}
+            if "error" not in rec:
+                try:
+                    row |= measure_one(rec)
+                except Exception as e:  # noqa: BLE001 - one failing shape is a row, not the end of the run
+                    row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
+            rows.append(row)
+            log.write(json.dumps(row) + "\n")
+            log.flush()
+            print(task, rec.get("op"), row.get(shown), row.get("error", ""), flush=True)
+    return rows
 
 
 def compare(found: list[tuple[str, dict[str, Any]]], out: Path, precision: str, configs: list[dict[str, Any]]) -> int:
@@ -982,23 +1020,8 @@ def compare(found: list[tuple[str, dict[str, Any]]], out: Path, precision: str, 
     if path.exists():
         done = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         done = [r for r in done if r.get("precision") == precision and r.get("configs") == configs]
-    rows = []
-    with open(path, "a") as log:
-        for task, rec in found:
-            same = [r for r in done if all(r.get(k) == v for k, v in {"task": task, **rec}.items())]
-            if same:
-                rows.append(same[-1])
-                continue
-            row = {"task": task, **rec, "precision": precision, "configs": configs}
-            if "error" not in rec:
-                try:
-                    row |= compare_one(rec, precision, configs)
-                except Exception as e:  # noqa: BLE001 - one failing shape is a row, not the end of the run
-                    row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
-            rows.append(row)
-            log.write(json.dumps(row) + "\n")
-            log.flush()
-            print(task, rec.get("op"), row.get("speedup"), row.get("error", ""), flush=True)
+    head = {"precision": precision, "configs": configs}
+    rows = _rows_resumed(found, done, path, head, lambda rec: compare_one(rec, precision, configs), "speedup")
     (out / "bench_compare.md").write_text(compare_markdown(rows, precision, configs))
     print(f"table: {out / 'bench_compare.md'}")
     return 0
@@ -1097,24 +1120,8 @@ def main(argv: list[str] | None = None) -> int:
     config = json.loads(args.config)
     tuning = not config and conv_tune.enabled("cuda")
     done = _measured(path, args.precision, config, tuning)
-    rows = []
-    with open(path, "a") as log:
-        for task, rec in found:
-            same = [r for r in done if all(r.get(k) == v for k, v in {"task": task, **rec}.items())]
-            if same:  # measured by an earlier run into the same --out: kept
-                rows.append(same[0])
-                continue
-            row = {"task": task, **rec, "precision": args.precision, **({"config": config} if config else {})}
-            row["tuned"] = tuning
-            if "error" not in rec:
-                try:
-                    row |= measure(rec, args.precision, config or None)
-                except Exception as e:  # noqa: BLE001 - one failing shape is a row, not the end of the run
-                    row["error"] = f"{type(e).__name__}: {str(e)[:200]}"
-            rows.append(row)
-            log.write(json.dumps(row) + "\n")
-            log.flush()
-            print(task, rec.get("op"), row.get("vs_cudnn"), row.get("error", ""), flush=True)
+    head = {"precision": args.precision, **({"config": config} if config else {}), "tuned": tuning}
+    rows = _rows_resumed(found, done, path, head, lambda rec: measure(rec, args.precision, config or None), "vs_cudnn")
     label = args.precision + (f", {json.dumps(config)}" if config else ", tuned per shape" if tuning else "")
     (args.out / "bench_conv.md").write_text(markdown(rows, label))
     print(f"table: {args.out / 'bench_conv.md'}")
