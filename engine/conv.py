@@ -735,7 +735,7 @@ def tma_weight_ok(in_per_group: int, dtype: torch.dtype, cfg: dict[str, Any]) ->
         return False
     if not hasattr(tl, "make_tensor_descriptor"):
         return False
-    return in_per_group * torch.empty((), dtype=dtype).element_size() % 16 == 0
+    return in_per_group * dtype.itemsize % 16 == 0
 
 
 def _scratch_allocator(device: torch.device) -> None:

@@ -616,6 +616,22 @@ def _operands(rec: dict[str, Any]) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
     return x, w, b, fn, args
 
 
+def _our_call(
+    rec: dict[str, Any], operands: tuple[Any, Any, Any], args: dict[str, Any], precision: str, config: Any
+) -> Callable[[], Any]:
+    """Convolution ``rec`` on ``operands`` (input, weight, bias) through our kernel: a call of no arguments.
+
+    ``args``: :func:`_operands`' arguments of PyTorch's function; ``config``: :func:`~kernelskill.engine.conv.conv`'s
+    (``None``: tuned per shape).
+    """
+    from kernelskill.engine.conv import conv
+
+    kw = {k: v for k, v in args.items() if k != "output_padding"}
+    x, w, b = operands
+    return functools.partial(conv, x, w, b, transposed=rec["transposed"], output_padding=rec["output_padding"],
+                             precision=precision, config=config, **kw)  # fmt: skip
+
+
 def measure(rec: dict[str, Any], precision: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Time cuDNN, torch.compile and our kernel on one convolution (CUDA); errors against fp64.
 
@@ -624,7 +640,6 @@ def measure(rec: dict[str, Any], precision: str, config: dict[str, Any] | None =
     import torch
 
     from kernelskill.engine import conv_tune
-    from kernelskill.engine.conv import conv
     from kernelskill.runner.roofline import ceilings
     from kernelskill.runner.timing import time_adaptive
 
@@ -634,19 +649,7 @@ def measure(rec: dict[str, Any], precision: str, config: dict[str, Any] | None =
         return fn(x, w, b, **args)
 
     compiled = torch.compile(lambda: fn(x, w, b, **args))
-    kw = {k: v for k, v in args.items() if k != "output_padding"}
-
-    def ours() -> Any:
-        return conv(
-            x,
-            w,
-            b,
-            transposed=rec["transposed"],
-            output_padding=rec["output_padding"],
-            precision=precision,
-            config=config,
-            **kw,
-        )
+    ours = _our_call(rec, (x, w, b), args, precision, config)
 
     with torch.no_grad():
         ref = cudnn()
@@ -914,11 +917,9 @@ def compare_one(rec: dict[str, Any], precision: str, configs: list[dict[str, Any
     """
     import torch
 
-    from kernelskill.engine.conv import conv
     from kernelskill.runner.timing import time_adaptive
 
     x, w, b, fn, args = _operands(rec)
-    kw = {k: v for k, v in args.items() if k != "output_padding"}
     row: dict[str, Any] = {"err": [], "passes": [[], []]}
     failed: dict[int, str] = {}
     with torch.no_grad():
@@ -926,11 +927,7 @@ def compare_one(rec: dict[str, Any], precision: str, configs: list[dict[str, Any
         scale = exact.abs().max().item() or 1.0
         calls = []
         for i, cfg in enumerate(configs):
-
-            def ours(cfg: dict[str, Any] = cfg) -> Any:
-                return conv(x, w, b, transposed=rec["transposed"], output_padding=rec["output_padding"],
-                            precision=precision, config=dict(cfg), **kw)  # fmt: skip
-
+            ours = _our_call(rec, (x, w, b), args, precision, dict(cfg))
             calls.append(ours)
             try:
                 row["err"].append((ours().double() - exact).abs().max().item() / scale)
