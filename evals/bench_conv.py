@@ -1013,10 +1013,7 @@ def compare(found: list[tuple[str, dict[str, Any]]], out: Path, precision: str, 
     """``--compare``: :func:`compare_one` on every convolution found; resumed (rows of the same configurations kept)."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / "bench_compare.jsonl"
-    done = []
-    if path.exists():
-        done = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        done = [r for r in done if r.get("precision") == precision and r.get("configs") == configs]
+    done = _earlier_rows(path, lambda r: r.get("precision") == precision and r.get("configs") == configs)
     head = {"precision": precision, "configs": configs}
     rows = _rows_resumed(found, done, path, head, lambda rec: compare_one(rec, precision, configs), "speedup")
     (out / "bench_compare.md").write_text(compare_markdown(rows, precision, configs))
@@ -1026,17 +1023,22 @@ def compare(found: list[tuple[str, dict[str, Any]]], out: Path, precision: str, 
 
 def _measured(path: Path, precision: str, config: dict[str, Any], tuned: bool = False) -> list[dict[str, Any]]:
     """Rows an earlier run wrote to ``path`` in ``precision``, ``config`` and tuning; rows with an error are redone."""
+    return _earlier_rows(
+        path,
+        lambda r: (
+            r.get("precision", "tf32r") == precision
+            and r.get("config", {}) == config
+            and bool(r.get("tuned", False)) == tuned
+        ),
+    )
+
+
+def _earlier_rows(path: Path, same: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+    """The rows of ``path`` (JSON lines an earlier run wrote) that ``same`` accepts, but those with an error."""
     if not path.exists():
         return []
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    same = [
-        r
-        for r in rows
-        if r.get("precision", "tf32r") == precision
-        and r.get("config", {}) == config
-        and bool(r.get("tuned", False)) == tuned
-    ]
-    return [r for r in same if "error" not in r]
+    return [r for r in rows if same(r) and "error" not in r]
 
 
 def main(argv: list[str] | None = None) -> int:

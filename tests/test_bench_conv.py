@@ -138,6 +138,29 @@ def test_the_comparison_of_configurations_times_each_and_resumes(tmp_path, monke
     assert '| tasks | `{"TMA_B": true}` | 2 | 2.000 | 2.000 | 2.000 |' in table
 
 
+def test_a_comparison_row_that_failed_is_measured_again(tmp_path, monkeypatch):
+    import torch
+
+    from kernelskill.evals import bench_conv
+
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "t.py").write_text(TASK)
+    seen = []
+
+    def fake_compare_one(rec, precision, configs):
+        seen.append(rec["op"])
+        if rec["op"] == "conv_transpose1d" and len(seen) < 3:
+            raise RuntimeError("CUDA out of memory")
+        return {"ms": [2.0, 1.0], "err": [0.0, 0.0], "speedup": [1.0, 2.0]}
+
+    monkeypatch.setattr(bench_conv, "compare_one", fake_compare_one)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    args = ["--tasks", str(tmp_path / "tasks"), "--out", str(tmp_path / "out"), "--compare", "{}", '{"TMA_B": true}']
+    assert bench_conv.main(args) == 0 and seen == ["conv2d", "conv_transpose1d"]
+    assert bench_conv.main(args) == 0 and seen[2:] == ["conv_transpose1d"]  # the failed row only, as --config runs
+    assert "out of memory" not in (tmp_path / "out" / "bench_compare.md").read_text()
+
+
 def test_each_configuration_is_timed_in_both_orders_and_a_failing_one_is_a_cell(monkeypatch):
     import torch
     import torch.nn.functional as F
