@@ -86,6 +86,7 @@ DERIVED: dict[str, str] = {
     "mem_util_pct": "memory-system utilisation %: dram_throughput_pct (ncu), else bandwidth_pct",
     "compute_util_pct": "compute utilisation %: sm_throughput_pct (ncu), else flop_pct",
     "dense_math": "arithmetic_intensity at or above the ridge point: matmul / conv / attention work for tensor cores",
+    "conv_or_dense_math": "a convolution outside our kernel (conv_not_own_kernel), or dense_math",
     "memory_bound": "arithmetic_intensity below the ridge point (with ncu only: DRAM busier than the SMs)",
     "launches_per_forward": "measured launch_count, else the static estimate num_launch_sites + torch_ops_in_forward",
     "launches_hidden": "the GPU does not wait on the launches: host_pct below 50 (without it: runtime above 2 ms)",

@@ -1286,10 +1286,12 @@ def test_channels_padded_to_whole_slices_are_zeros_and_change_no_output():
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
 
 
-def test_a_dense_convolution_outside_our_kernel_goes_to_it_before_the_dot_precision():
-    """The policy sends a compiler seed's dense convolution (cuDNN or Inductor's template, fp32 dots
-    included) to our kernel first: it picks the products' precision itself. A sparse one (depthwise: few
-    FLOPs per byte) and one already in our kernel are left to the other rules."""
+def test_a_convolution_outside_our_kernel_goes_to_it_before_the_dot_precision_dense_or_not():
+    """The policy sends a compiler seed's convolution in Inductor's template (fp32 dots included) to our kernel
+    first, above the ridge point and below it: a strided transposed convolution's template (over a dilated input,
+    few FLOPs per byte) went to the dot precision's single-pass TF32 before and stayed slower than our kernel.
+    The card itself must apply there too (it asked for dense math). One already in our kernel is left to the
+    other rules."""
     from kernelskill.engine.compiler import SEED_MARK
     from kernelskill.engine.inductor_seed import CONV_KERNEL_MARK
     from kernelskill.nodes.feature_extractor import extract_features
@@ -1303,21 +1305,24 @@ def test_a_dense_convolution_outside_our_kernel_goes_to_it_before_the_dot_precis
     )
     features = extract_features(template)
     assert features["conv_not_own_kernel"] is True and features["dot_fp32_exact"] is True
-    d = decide(features, {"arithmetic_intensity": 150.0})
-    assert (d.rule, d.prefer[0]) == ("conv-outside-own-kernel", ["implicit-gemm-conv"])
-    assert decide(features, {"arithmetic_intensity": 2.0}).rule == "fp32-dot-off-tensor-cores"
+    for intensity in (150.0, 2.0):
+        d = decide(features, {"arithmetic_intensity": intensity, "runtime_ms": 2.0, "dram_throughput_pct": 30.0})
+        assert (d.rule, d.prefer[0]) == ("conv-outside-own-kernel", ["implicit-gemm-conv"]), intensity
     both = {**features, "attention_unfused": True}  # unfused attention beside a convolution: attention first
     assert decide(both, {"arithmetic_intensity": 150.0}).rule == "attention-unfused"
     ours = template.replace("captured", f"{CONV_KERNEL_MARK} (tf32x3), captured")
     assert extract_features(ours)["conv_not_own_kernel"] is False
     assert decide(extract_features(ours), {"arithmetic_intensity": 150.0}).rule == "fp32-dot-off-tensor-cores"
+    # no convolution outside our kernel and few FLOPs per byte: the card does not apply
+    sparse = decide(extract_features(ours), {"arithmetic_intensity": 2.0, "dram_throughput_pct": 80.0})
+    assert "implicit-gemm-conv" not in sparse.allowed and "conv_or_dense_math" in sparse.excluded["implicit-gemm-conv"]
 
 
 def test_a_convolution_that_is_the_main_work_goes_to_our_kernel_dense_or_not():
     """A seed whose review labels its main work a library's (cuDNN's convolution) is no custom-kernel answer
-    until our kernel takes the convolution: the rule fires below the ridge point too (a strided, dilated
-    transposed convolution's few FLOPs per byte sent it to the memory rules before). The feature comes from
-    the parent's review, beside its source's."""
+    until our kernel takes the convolution: the rule fires below the ridge point too, and our card is the one
+    it prefers there (the card asked for dense math, so the rule's preference was dropped and the
+    launch-configuration sweep came first). The feature comes from the parent's review, beside its source's."""
     from kernelskill.engine.compiler import SEED_MARK
     from kernelskill.nodes.feature_extractor import feature_extractor
     from kernelskill.skills_kb.policy import decide
@@ -1330,10 +1335,9 @@ def test_a_convolution_that_is_the_main_work_goes_to_our_kernel_dense_or_not():
     features = feature_extractor({"best": parent, "round": 0}, runtime)["features"]
     assert features["conv_not_own_kernel"] is True and features["main_work_not_own"] is True
     sparse = {"arithmetic_intensity": 5.0, "runtime_ms": 2.0, "dram_throughput_pct": 30.0}
-    assert decide(features, sparse).rule == "conv-outside-own-kernel"
-    own = {**features, "main_work_not_own": False}  # the same convolution beside kernels that do the main work
-    assert decide(own, sparse).rule != "conv-outside-own-kernel"
-    assert decide(own, {**sparse, "arithmetic_intensity": 150.0}).rule == "conv-outside-own-kernel"
+    for feats in (features, {**features, "main_work_not_own": False}):
+        d = decide(feats, sparse)
+        assert (d.rule, d.prefer[0]) == ("conv-outside-own-kernel", ["implicit-gemm-conv"])
 
 
 @pytest.mark.parametrize("split", [1, 2, 4])
