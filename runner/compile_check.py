@@ -308,9 +308,13 @@ def check_in_subprocess(launches: list[Launch], timeout_s: float = 240.0) -> lis
 
 if __name__ == "__main__":
     import json
+    import os
     import sys
+
+    from .audit import install
 
     with open(sys.argv[1]) as f:
         launches = json.load(f)
+    install(*{os.path.dirname(os.path.realpath(launch["file"])) for launch in launches})  # imported here too
     with open(sys.argv[2], "w") as f:
         json.dump(compile_launches(launches), f)

@@ -6,17 +6,20 @@ reaching them; this is the check at run time: a snapshot of what the judgement d
 before the candidate is imported, and compared after each time the candidate ran (import, build, each
 correctness trial, timing). What is watched:
 
-- the functions and classes of the reviewer's package (``kernelskill.*``), of ``torch``,
+- the functions and classes of the reviewer's package (``kernelskill.*`` and the worker itself, which runs as
+  ``__main__``), of ``torch``,
   ``torch.nn.functional``, ``torch.Tensor`` and its base, ``torch.nn.Module``, ``torch.cuda``,
   ``time`` and ``builtins``, by identity: a rebound one (a comparison that always agrees, a patched
-  timer) is found;
+  timer) is found; and the constants of the reviewer's package and the worker (module-level
+  ``UPPER_CASE`` names) by value: a tolerance loosened in place or rebound is found;
 - the task module (``Model``, ``get_inputs``, ...) and ``Model``'s own attributes, by identity; and the
   calls of the reference's ``forward`` (counted): a candidate that answers by calling the reference
   computes nothing of its own;
 - once built, every submodule of the reference, from just before each candidate call: its attributes
   and its class's (and base classes') by identity (an instance or class ``forward``, a switch to eval
-  mode) and a float64 sum and sum of squares of each parameter (weights changed in place to match a
-  wrong answer).
+  mode) and a float64 sum and sum of squares of each parameter and buffer (weights or a buffer changed in
+  place to match a wrong answer; the reference's own forward, which may update its buffers, runs outside
+  the candidate's calls).
 
 - what changes every op or module of the process without rebinding a function: the stacks of torch
   function and dispatch modes (a mode entered at import sees the reference's calls too), PyTorch's global
@@ -25,6 +28,8 @@ correctness trial, timing). What is watched:
   too, however the candidate reached the flag), and the dispatcher's kernels
   of every operator that existed before the import, registered from outside PyTorch (``torch.library``
   overriding ``aten::relu`` changes the reference's relu). A candidate's own new operators are allowed.
+
+- the processes, sockets and file writes the candidate's code asked for (refused by :mod:`.audit`).
 
 New attributes of the watched modules are allowed (PyTorch imports submodules lazily); only a
 changed or removed one, or a new attribute of the reference's submodules or their classes, counts.
@@ -43,7 +48,9 @@ import time
 from typing import Any
 
 WATCHED_PREFIX = "kernelskill."
+MAIN = "__main__"  # the worker runs as ``python -m kernelskill.runner.worker``: its globals live here
 _MISSING = object()
+_CONSTANT = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
 
 class Tampered(Exception):
@@ -58,7 +65,7 @@ def _spaces(task: Any) -> dict[str, dict[str, Any]]:
     import torch
     import torch.nn.functional as F
 
-    spaces = {name: dict(vars(mod)) for name, mod in list(sys.modules.items()) if name.startswith(WATCHED_PREFIX)}
+    spaces = _own_spaces()
     for label, obj in (
         ("torch", torch),
         ("torch.nn.functional", F),
@@ -77,6 +84,28 @@ def _spaces(task: Any) -> dict[str, dict[str, Any]]:
         if isinstance(model, type):
             spaces["task.Model"] = dict(vars(model))
     return {label: _callables(space) for label, space in spaces.items()}
+
+
+def _own_spaces() -> dict[str, dict[str, Any]]:
+    """The globals of the reviewer's package and of ``__main__`` (the worker, when it runs as a script)."""
+    spaces = {name: dict(vars(mod)) for name, mod in list(sys.modules.items()) if name.startswith(WATCHED_PREFIX)}
+    main = sys.modules.get(MAIN)
+    if main is not None:
+        spaces[MAIN] = dict(vars(main))
+    return spaces
+
+
+def _constants() -> dict[str, str]:
+    """``module.NAME``: ``repr`` of each module-level constant of :func:`_own_spaces` (not callables, not modules)."""
+    found = {}
+    for label, space in _own_spaces().items():
+        for name, value in space.items():
+            if _CONSTANT.match(name) and not callable(value) and not isinstance(value, type(sys)):
+                try:
+                    found[f"{label}.{name}"] = repr(value)
+                except Exception:  # noqa: BLE001 - a value whose repr fails: watched by identity alone
+                    found[f"{label}.{name}"] = f"<id {id(value)}>"
+    return found
 
 
 _BUILT_IN = re.compile(r"\.(cpp|cc|cu|h|hpp):\d+$")  # a kernel registered by PyTorch's C++ sources
@@ -148,7 +177,7 @@ def _process_state() -> dict[str, Any]:
 
 def _strict(label: str) -> bool:
     """The reviewer's package and the task: nothing there may change, not even by PyTorch."""
-    return label.startswith(WATCHED_PREFIX) or label.startswith("task")
+    return label.startswith(WATCHED_PREFIX) or label.startswith("task") or label == MAIN
 
 
 def torch_wrapper(new: Any, old: Any) -> bool:
@@ -180,13 +209,17 @@ def torch_wrapper(new: Any, old: Any) -> bool:
 
 
 def _reference_state(ref: Any) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]], list[str]]:
-    """Every submodule's attributes, its classes' callables, and (sum, sum of squares) of each parameter (hex)."""
+    """Every submodule's attributes, its classes' callables, and (sum, sum of squares) of each parameter and buffer.
+
+    The sums are hex strings; complex buffers are left out.
+    """
     import torch
 
     attrs = {name or "(model)": dict(vars(m)) for name, m in ref.named_modules()}
     classes = {c for m in ref.modules() for c in type(m).__mro__ if c is not object}  # nn.Linear.forward, say
     methods = {f"class {c.__module__}.{c.__qualname__}": _callables(dict(vars(c))) for c in classes}
     params = [p.detach() for p in ref.parameters()]
+    params += [b.detach() for b in ref.buffers() if not b.is_complex()]  # a shift or mask the candidate could zero
     if not params:
         return attrs, methods, []
     with torch.no_grad():
@@ -265,6 +298,7 @@ class Integrity:
     def _snapshot(self) -> None:
         """The process-wide state :meth:`changes` compares with (the reference's own: :meth:`mark`)."""
         self.spaces = _spaces(self.task)
+        self.constants = _constants()
         self.process = _process_state()
         self.ops, self.foreign = _dispatcher()
 
@@ -275,7 +309,12 @@ class Integrity:
 
     def changes(self) -> list[str]:
         """What differs from the snapshot, as ``space.name`` strings (empty: nothing)."""
-        found = _changed(self.spaces, _spaces(self.task), "", added=False)  # PyTorch imports lazily: new names
+        from .audit import attempts
+
+        found = [f"tried {what}" for what in attempts()]  # a process, a socket, a file written (.audit)
+        found += _changed(self.spaces, _spaces(self.task), "", added=False)  # PyTorch imports lazily: new names
+        constants = _constants()
+        found += [f"{k} (its value)" for k, v in self.constants.items() if constants.get(k) != v]
         now = _process_state()
         found += [name for name, value in self.process.items() if now.get(name) != value]
         found += [f"the kernel of {k}" for k in sorted(_dispatcher(self.ops)[1] - self.foreign)]
@@ -286,7 +325,7 @@ class Integrity:
             found += _changed(self.ref_attrs, attrs, "reference ", added=True, wrappers=False)
             found += _changed(self.ref_methods, methods, "reference ", added=True)
             if sums != self.ref_sums:
-                found.append("the reference's parameters")
+                found.append("the reference's parameters or buffers")
         return found
 
     def verify(self, when: str) -> None:

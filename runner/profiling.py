@@ -144,6 +144,30 @@ def aten_ops(names: list[str]) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def library_calls(names: list[str]) -> Iterator[None]:
+    """While active, PyTorch's profiler records every op (host side only); on exit, the heavy ones append.
+
+    Appended as ``aten::OP``, the library ops among the recorded (:func:`library_ops`). The profiler sees
+    what a dispatch mode does not: an op run with the Python dispatch key switched off, and the ops inside
+    an operator the candidate defined itself (``torch.library.custom_op`` around ``torch.matmul``).
+    Where the profiler cannot start (another one is running), nothing is recorded.
+    """
+    import torch
+
+    try:
+        prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=False)
+        prof.__enter__()
+    except Exception:  # noqa: BLE001 - a profiler already running in this process: the dispatch mode's record only
+        yield
+        return
+    try:
+        yield
+    finally:
+        prof.__exit__(None, None, None)
+        names.extend(f"aten::{op}" for op in library_ops([e.name for e in prof.events()]))
+
+
 # Ops that move, fill or convert data rather than compute the task: not evidence of the reference's work.
 PLUMBING_OPS = {
     "clone", "copy_", "_to_copy", "contiguous", "fill_", "zero_", "zeros", "ones", "full", "zeros_like", "ones_like",
@@ -250,10 +274,12 @@ def _profile_target(path: str) -> None:
     """Under ncu: build the models, warm up, then run one forward inside the NVTX range."""
     import torch
 
+    from .audit import install
     from .worker import load_for_profiling
 
     with open(path) as f:
         req = json.load(f)
+    install(os.path.dirname(os.path.realpath(req["candidate_path"])))
     new, inputs = load_for_profiling(req)
     with torch.no_grad():
         for _ in range(3):

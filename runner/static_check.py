@@ -53,13 +53,30 @@ THREAD_MODULES = ("threading", "multiprocessing", "concurrent", "_thread", "asyn
 # candidate that looks around that process (frames, the garbage collector's objects, loaded modules, the
 # reviewer's package) could return the reference's answer or change the judge. Its output must come from its
 # inputs alone.
-INTROSPECTION_MODULES = ("gc", "inspect", "importlib", "builtins", "kernelskill", "ctypes.util")
+INTROSPECTION_MODULES = ("gc", "inspect", "importlib", "builtins", "kernelskill", "ctypes.util", "__main__")
 INTROSPECTION_ATTRS = {
     "_getframe", "_current_frames", "f_back", "f_locals", "f_globals", "tb_frame", "gi_frame", "cr_frame",
     "get_objects", "get_referrers", "get_referents", "settrace", "setprofile", "pythonapi",
 }  # fmt: skip
 INTROSPECTION_NAMES = {"__import__", "__builtins__", "vars", "locals"}
 INTROSPECTS = "reads the reviewer's process beyond its inputs; a candidate's output must come from its inputs"
+# PyTorch's switches and probes of its dispatch modes and profiler: the reviewer records what a call ran through
+# them, so a candidate that reads them can run its own kernels only while watched, and one that sets them hides
+# its PyTorch work from the record. Found as names, attributes and strings (``getattr(torch._C, "...")``).
+INSTRUMENT_NAMES = {
+    "_DisableTorchDispatch", "_DisableTorchFunction", "_DisableTorchFunctionSubclass", "_EnableTorchFunction",
+    "_ExcludeDispatchKeyGuard", "_IncludeDispatchKeyGuard", "_ForceDispatchKeyGuard", "_PreserveDispatchKeyGuard",
+    "_AutoDispatchBelowADInplaceOrView", "_AutoDispatchBelowAutograd", "_AutoDispatchBelowPython",
+    "_disable_current_modes", "_len_torch_dispatch_stack", "_len_torch_function_stack", "_get_dispatch_stack_at",
+    "_get_function_stack_at", "_pop_torch_dispatch_stack", "_pop_torch_function_stack", "_push_on_torch_dispatch_stack",
+    "_push_on_torch_function_stack", "_get_current_dispatch_mode", "_get_current_dispatch_mode_stack",
+    "_get_dispatch_mode", "_set_dispatch_mode", "_unset_dispatch_mode", "is_in_torch_dispatch_mode",
+    "_is_torch_function_mode_enabled", "_is_profiler_enabled", "_profiler_enabled",
+    "_dispatch_tls_local_exclude_set", "_dispatch_tls_local_include_set", "_dispatch_tls_is_dispatch_key_excluded",
+    "_dispatch_tls_set_dispatch_key_excluded", "_dispatch_tls_is_dispatch_key_included",
+    "_dispatch_tls_set_dispatch_key_included",
+}  # fmt: skip
+INSTRUMENTS = "probes or switches off PyTorch's dispatch modes or profiler, through which the reviewer records what ran"
 # Array libraries beside PyTorch: work done there is neither the candidate's kernels nor visible to the labels;
 # a dummy kernel launched beside it would otherwise pass as a custom-kernel success. NumPy itself may be imported
 # (tasks compute constants with it in __init__); tensor data moved to it is rejected (``.numpy()`` here, any
@@ -377,9 +394,11 @@ def _check_escapes(report: StaticReport, tree: ast.Module, reference: str | None
 def _check_introspection(report: StaticReport, tree: ast.Module) -> None:
     """No looking around the reviewer's process (frames, the garbage collector, ``sys.modules``, its package).
 
-    Nor an array library beside the kernels (SciPy, JAX, CuPy and the like), nor tensor data moved to NumPy.
+    Nor an array library beside the kernels (SciPy, JAX, CuPy and the like), nor tensor data moved to NumPy,
+    nor PyTorch's probes and switches of the instruments the reviewer records with (:data:`INSTRUMENT_NAMES`).
     """
     found: list[str] = []
+    instruments: list[str] = []
     for n in ast.walk(tree):
         if isinstance(n, (ast.Import, ast.ImportFrom)):
             names = [a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""]
@@ -395,8 +414,27 @@ def _check_introspection(report: StaticReport, tree: ast.Module) -> None:
             found.append("uses sys.modules")
         elif isinstance(n, ast.Name) and n.id in INTROSPECTION_NAMES:
             found.append(f"uses {n.id}")
+        instrument = _instrument_name(n)
+        if instrument:
+            instruments.append(f"uses {instrument}")
     for what in dict.fromkeys(found):  # once each, in order
         report.strict.append(f"{what}: {INTROSPECTS}")
+    report.strict += [f"{what}: {INSTRUMENTS}" for what in dict.fromkeys(instruments)]
+
+
+def _instrument_name(n: ast.AST) -> str:
+    """The :data:`INSTRUMENT_NAMES` entry ``n`` names (as a name, an attribute, an import or a string), or ""."""
+    if isinstance(n, ast.Name):
+        name = n.id
+    elif isinstance(n, ast.Attribute):
+        name = n.attr
+    elif isinstance(n, ast.alias):
+        name = n.name.rsplit(".", 1)[-1]
+    elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+        name = n.value.strip()
+    else:
+        return ""
+    return name if name in INSTRUMENT_NAMES else ""
 
 
 def _check_forward(report: StaticReport, tree: ast.Module) -> None:

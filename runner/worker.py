@@ -121,7 +121,9 @@ class Evaluation:
     The anti-cheat order is :func:`evaluate`'s: static checks before any candidate code runs; the
     reference built and run on the first inputs before the candidate is built; every candidate call
     on cloned inputs with the allocator's free memory poisoned; which kernels ran recorded on the
-    first trial; new inputs again after timing.
+    first trial and on the re-check; new inputs again after timing. Every seed after the first trial's
+    is drawn from the OS's random source once the candidate is built (:meth:`unseen_seed`): a table
+    of answers computed ahead for seeds derived from the review's own misses them.
     """
 
     def __init__(self, req: dict[str, Any]) -> None:
@@ -139,6 +141,7 @@ class Evaluation:
             "seconds": {},
         }
         self.launched: list[str] = []  # kernels and aten ops the first trial launched (aten ops on the CPU too)
+        self.audited: list[str] = []  # what the re-check's call ran (kernels, aten ops, the library ops under them)
         self.ref_ops: list[str] = []  # aten ops of the reference's first forward
         self.use_cuda, self.device, self.gpu, self.label = False, "cpu", "", "cpu (triton interpreter)"
         self.task: Any = None
@@ -156,6 +159,14 @@ class Evaluation:
         self.reference_s = 0.0  # wall time of the reference's first forward
         self.timing_inputs: list[Any] = []
         self.integrity: Integrity | None = None  # the process as the candidate found it (see .integrity)
+
+    def unseen_seed(self) -> int:
+        """A seed no code in the process can know ahead (recorded in ``correctness["seeds"]``)."""
+        import secrets
+
+        seed = secrets.randbelow(2**31)
+        self.correctness.setdefault("seeds", []).append(seed)
+        return seed
 
     def phase(self, name: str) -> None:
         """Close the phase ``name``: its seconds since the last mark.
@@ -317,7 +328,7 @@ def _on_device(ev: Evaluation) -> ReviewResult:
         return bad
     result = _passed(ev)
     _timing(ev, result)
-    bad = _fresh_values(ev, result) or _recheck(ev)
+    bad = _fresh_values(ev, result) or _recheck(ev, result)
     if bad:
         return bad
     if ev.use_cuda:
@@ -385,6 +396,7 @@ def _load(ev: Evaluation) -> ReviewResult | None:
     try:
         ev.module = _import_candidate(ev.cand_file)
     except BaseException as e:  # noqa: BLE001 - SyntaxError, NameError, SystemExit...
+        ev.integrity.verify("while it was imported")  # what it reached for before it failed comes first
         return ev.fail("compile_error", e)
     ev.integrity.verify("while it was imported")
     gpu_share.tune_alone()  # before the candidate's first call tunes: Triton's and the Inductor modules it imported
@@ -507,6 +519,7 @@ def _build_candidate(ev: Evaluation) -> ReviewResult | None:
         with torch.device(ev.device):
             ev.new = ev.module.ModelNew(*_clone(list(ev.task.get_init_inputs()))).to(ev.device)  # as built
     except BaseException as e:  # noqa: BLE001
+        _verify(ev, "while ModelNew was built")
         return ev.fail("runtime_error", e)
     _verify(ev, "while ModelNew was built")
     if not ev.use_cuda:
@@ -517,12 +530,18 @@ def _build_candidate(ev: Evaluation) -> ReviewResult | None:
 
 
 def _check(
-    ev: Evaluation, trial_seed: int, when: str, record: bool = False, given: list[Any] | None = None
+    ev: Evaluation,
+    trial_seed: int,
+    when: str,
+    record: bool = False,
+    given: list[Any] | None = None,
+    audit: bool = False,
 ) -> ReviewResult | None:
     """One correctness check on fresh inputs (trial 0 reuses the reference phase's inputs).
 
     ``given``: the candidate is called on these very tensors (not copies); the reference on copies made
-    before the candidate runs.
+    before the candidate runs. ``record``: which kernels and ops the call ran, into ``ev.launched``;
+    ``audit``: into ``ev.audited``, with the library ops PyTorch's profiler saw.
     """
     import torch
 
@@ -547,12 +566,13 @@ def _check(
     _mark(ev)
     try:
         with torch.no_grad():
-            new_out = _call_candidate(ev, inputs, record, copies=given is None)
+            new_out = _call_candidate(ev, inputs, record, copies=given is None, audit=audit)
         if ev.use_cuda:
             torch.cuda.synchronize()
     except HostWork as e:
         return failure("rejected", str(e), "", ev.cid, compiled=True, correctness=ev.correctness, **ev.common)
     except BaseException as e:  # noqa: BLE001
+        _verify(ev, f"during {when}")
         return ev.fail(_classify(e), e, correctness=ev.correctness)
     t = ev.step("candidate_first_call" if record else "candidate", t)
     _verify(ev, f"during {when}")
@@ -644,44 +664,73 @@ def host_arrays_watch(found: list[str]) -> Iterator[None]:
                 delattr(cls, name)
 
 
-def _call_candidate(ev: Evaluation, inputs: list[Any], record: bool, copies: bool = True) -> Any:
+def _call_candidate(ev: Evaluation, inputs: list[Any], record: bool, copies: bool = True, audit: bool = False) -> Any:
     """The candidate on a copy of ``inputs``, the RNG seeded as for the reference.
 
-    ``copies`` False: on ``inputs`` themselves. On ``record``, which kernels it launched. Tensor data
-    moved to NumPy meanwhile raises :class:`HostWork` (rejected).
+    ``copies`` False: on ``inputs`` themselves. On ``record``, which kernels it launched; on ``audit``, the
+    same into ``ev.audited`` with PyTorch's profiler too. Tensor data moved to NumPy meanwhile raises
+    :class:`HostWork` (rejected). An output that is a tensor subclass raises :class:`SubclassOutput`.
     """
     found: list[str] = []
     with host_arrays_watch(found):
-        out = _candidate_call(ev, inputs, record, copies)
+        out = _candidate_call(ev, inputs, record, copies, audit)
     if found:
         raise HostWork(
             f"moved tensor data to NumPy ({found[0]}) during the call: work outside the candidate's own kernels "
             "is not allowed"
         )
+    _plain_tensors(out)
     return out
 
 
 class HostWork(Exception):
-    """The candidate did part of its work outside its kernels (in NumPy)."""
+    """The candidate did part of its work outside its kernels (in NumPy), or returned what computes later."""
 
 
-def _candidate_call(ev: Evaluation, inputs: list[Any], record: bool, copies: bool) -> Any:
+def _plain_tensors(out: Any) -> None:
+    """Raise :class:`HostWork` where an output is a tensor subclass (a ``Parameter`` aside).
+
+    A subclass's ``__torch_dispatch__`` or ``__torch_function__`` runs its own code when the comparison
+    reads it: work after the call, outside the record and the timer.
+    """
+    import torch
+
+    from .correctness import flatten
+
+    for i, o in enumerate(flatten(out)):
+        if isinstance(o, torch.Tensor) and type(o) not in (torch.Tensor, torch.nn.Parameter):
+            raise HostWork(
+                f"output {i} is a {type(o).__name__}, a subclass of torch.Tensor whose own code runs when it is read: "
+                "an output is a plain tensor computed by the call"
+            )
+
+
+def _candidate_call(ev: Evaluation, inputs: list[Any], record: bool, copies: bool, audit: bool = False) -> Any:
     seeded_forward()
-    if not copies:
-        return ev.new(*inputs)
+    args = _clone(inputs) if copies else inputs
+    if audit:
+        from .profiling import aten_ops, launched_kernels, library_calls
+
+        outs: list[Any] = []
+        with library_calls(ev.audited):
+            if ev.use_cuda:
+                ev.audited.extend(launched_kernels(lambda: outs.append(ev.new(*args))))
+            else:
+                with aten_ops(ev.audited):
+                    outs.append(ev.new(*args))
+        return outs[0]
     if record and ev.recorder is not None:
         from .profiling import aten_ops
 
         with ev.recorder, aten_ops(ev.launched):
-            return ev.new(*_clone(inputs))
+            return ev.new(*args)
     if record and ev.use_cuda:
         from .profiling import launched_kernels
 
-        args = _clone(inputs)
-        outs: list[Any] = []
+        outs = []
         ev.launched.extend(launched_kernels(lambda: outs.append(ev.new(*args))))
         return outs[0]
-    return ev.new(*_clone(inputs))
+    return ev.new(*args)
 
 
 def _correctness(ev: Evaluation) -> ReviewResult | None:
@@ -690,7 +739,8 @@ def _correctness(ev: Evaluation) -> ReviewResult | None:
 
     trials = int(ev.req.get("trials", 5))
     for trial in range(trials):
-        bad = _check(ev, ev.seed + 1000 * (trial + 1), f"trial {trial}", record=trial == 0)
+        seed = ev.seed + 1000 if trial == 0 else ev.unseen_seed()  # trial 0: the reference phase's inputs
+        bad = _check(ev, seed, f"trial {trial}", record=trial == 0)
         if bad:
             return bad
         ev.correctness["trials"] = trial + 1
@@ -751,7 +801,7 @@ def _kernels_ran(ev: Evaluation) -> ReviewResult | None:
     return None
 
 
-def _pytorch_work(ev: Evaluation) -> None:
+def _pytorch_work(ev: Evaluation, ran_ops: list[str] | None = None) -> None:
     """Label a forward whose main work PyTorch ran: not custom-kernel work (the label ``torch_main_work``).
 
     Either a heavy op (a GEMM, a convolution, attention), or every compute op the reference's forward ran,
@@ -763,7 +813,8 @@ def _pytorch_work(ev: Evaluation) -> None:
 
     if NOT_CUSTOM_LABELS & set(ev.static.labels):
         return
-    ops, ran, ref = library_ops(ev.launched), set(ev.launched), compute_ops(ev.ref_ops)
+    launched = ev.launched if ran_ops is None else ran_ops
+    ops, ran, ref = library_ops(launched), set(launched), compute_ops(ev.ref_ops)
     if ops:
         what = f"forward ran PyTorch's {', '.join(ops)}"
     elif ref and ref <= ran:
@@ -922,7 +973,7 @@ def _fresh_values(ev: Evaluation, result: ReviewResult) -> ReviewResult | None:
     inputs, device = ev.timing_inputs, "cuda" if ev.use_cuda else "cpu"
     if not inputs or not any(isinstance(x, torch.Tensor) and x.numel() for x in inputs):
         return None
-    seeds = [ev.seed + 7_919 * (k + 1) for k in range(FRESH_CALLS[device])]
+    seeds = [ev.unseen_seed() for _ in range(FRESH_CALLS[device])]
     written: list[bool] = []
 
     def write(seed: int, scale: bool = False) -> Any:
@@ -999,19 +1050,35 @@ def _fresh_values(ev: Evaluation, result: ReviewResult) -> ReviewResult | None:
     )
 
 
-def _recheck(ev: Evaluation) -> ReviewResult | None:
+def _recheck(ev: Evaluation, result: ReviewResult) -> ReviewResult | None:
     """New inputs again after timing: an answer cached from earlier calls (or state kept) shows up.
 
     The new values are written into the very tensors the timed calls used (same addresses, same
     objects), and the candidate is called on them: an answer kept by the inputs' address or identity
-    is stale there.
+    is stale there. What this call ran is recorded too, PyTorch's profiler beside the first trial's
+    record (:func:`.profiling.library_calls`): a candidate whose own kernels ran on its first call only,
+    or whose library work a dispatch mode does not see (an operator of its own around ``aten::mm``),
+    loses its custom-kernel label (:func:`_relabel`).
     """
-    seed = ev.seed + 999_983
+    seed = ev.unseen_seed()
     given = ev.timing_inputs if _refill(ev, seed) else None
-    bad = _check(ev, seed, "re-check after timing with new inputs (cached or stateful output?)", given=given)
+    what = "re-check after timing with new inputs (cached or stateful output?)"
+    bad = _check(ev, seed, what, given=given, audit=True)
     if bad is None:
+        _relabel(ev, result)
         ev.phase("recheck")
     return bad
+
+
+def _relabel(ev: Evaluation, result: ReviewResult) -> None:
+    """The labels again with the re-check's record: a custom-kernel success no longer, where it ran library work."""
+    before = set(ev.static.labels)
+    _pytorch_work(ev, ev.launched + ev.audited)
+    if set(ev.static.labels) == before:
+        return
+    result["labels"] = list(ev.static.labels)
+    result["warnings"] = list(dict.fromkeys([*result.get("warnings", []), *ev.static.warnings]))
+    result["custom_kernel"] = not (NOT_CUSTOM_LABELS & set(ev.static.labels))
 
 
 def _time_on_gpu(
@@ -1211,6 +1278,10 @@ def main(argv: list[str]) -> int:
     req_path, res_path = paths
     key = read_key()  # before the candidate is imported: it seals the result (sandbox.write_result)
     req = json.loads(Path(req_path).read_text())
+    if req.get("candidate_path"):
+        from . import audit
+
+        audit.install(str(Path(req["candidate_path"]).resolve().parent))
     result = evaluate(req)
     write_result(res_path, result, key)
     return 0

@@ -51,8 +51,8 @@ def test_torch_ops_in_forward_are_labelled(tmp_path):
 
 
 def test_the_integrity_snapshot_sees_what_a_candidate_could_change(monkeypatch):
-    """Rebound functions, the reference's weights, mode and forward calls are found; new attributes and the
-    reference's own buffer updates are not."""
+    """Rebound functions, changed constants, the reference's weights, buffers, mode and forward calls are found;
+    new attributes and the reference's own buffer updates (before a mark) are not."""
     import types
 
     import torch
@@ -88,15 +88,21 @@ def test_the_integrity_snapshot_sees_what_a_candidate_could_change(monkeypatch):
     monkeypatch.setattr(nn.Linear, "forward", lambda self, x: x)  # the class of one of the reference's layers
     assert guard.changes() == ["reference class torch.nn.modules.linear.Linear.forward"]
     monkeypatch.undo()
-    ref(torch.randn(8, 4))
-    assert guard.changes() == ["the reference's forward was called 1 time(s)"]
+    monkeypatch.setitem(correctness.DEFAULT_TOL, "float32", (1.0, 1.0))  # a constant changed in place
+    assert guard.changes() == ["kernelskill.runner.correctness.DEFAULT_TOL (its value)"]
+    monkeypatch.undo()
+    ref(torch.randn(8, 4))  # called after the mark: counted, and its running statistics moved meanwhile
+    assert guard.changes() == ["the reference's forward was called 1 time(s)", "the reference's parameters or buffers"]
+    guard.mark()
+    ref.bn.running_mean.zero_()  # a buffer changed in place by the candidate
+    assert guard.changes() == ["the reference's parameters or buffers"]
     guard.mark()
     ref.eval()
     assert guard.changes() == ["reference (model).training", "reference fc.training", "reference bn.training"]
     ref.train()
     with torch.no_grad():
         ref.fc.weight[0, 0] += 1.0
-    assert guard.changes() == ["the reference's parameters"]
+    assert guard.changes() == ["the reference's parameters or buffers"]
     with pytest.raises(Tampered, match="reached into the reviewer's process during trial 3"):
         guard.verify("during trial 3")
 

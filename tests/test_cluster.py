@@ -123,12 +123,13 @@ def test_ctrl_c_stops_the_clusters_tasks_and_the_run_resumes(tmp_path, candidate
     marker, pids = tmp_path / "hold", tmp_path / "pids"
     marker.write_text("held")
     pids.mkdir()
-    # the candidate's forward records its pid and waits while the marker exists: both tasks hang in their review
+    # the candidate's forward records its pid (a folder: the review refuses a candidate's file writes) and waits
+    # while the marker exists: both tasks hang in their review
     held = candidate("good").replace(
         "    def forward(self, x):\n",
         "    def forward(self, x):\n"
         "        import os, pathlib, time\n"
-        f"        pathlib.Path({str(pids)!r}, str(os.getpid())).touch()\n"
+        f"        pathlib.Path({str(pids)!r}, str(os.getpid())).mkdir(exist_ok=True)\n"
         f"        while os.path.exists({str(marker)!r}):\n"
         "            time.sleep(0.05)\n",
         1,
