@@ -669,7 +669,7 @@ def _call_candidate(ev: Evaluation, inputs: list[Any], record: bool, copies: boo
 
     ``copies`` False: on ``inputs`` themselves. On ``record``, which kernels it launched; on ``audit``, the
     same into ``ev.audited`` with PyTorch's profiler too. Tensor data moved to NumPy meanwhile raises
-    :class:`HostWork` (rejected). An output that is a tensor subclass raises :class:`SubclassOutput`.
+    :class:`HostWork` (rejected), and so does an output that is a tensor subclass (:func:`_plain_tensors`).
     """
     found: list[str] = []
     with host_arrays_watch(found):
@@ -805,9 +805,10 @@ def _pytorch_work(ev: Evaluation, ran_ops: list[str] | None = None) -> None:
     """Label a forward whose main work PyTorch ran: not custom-kernel work (the label ``torch_main_work``).
 
     Either a heavy op (a GEMM, a convolution, attention), or every compute op the reference's forward ran,
-    recorded on the first trial whatever the call path (an ``nn.Sequential`` of convolutions, an op fetched
-    by ``getattr``, a copy of the reference executed from the task file), so a candidate whose source the
-    static checks read as kernels only is labelled by what it ran.
+    recorded on the first trial (and, with ``ran_ops``, on the re-check too: :func:`_relabel`) whatever the
+    call path (an ``nn.Sequential`` of convolutions, an op fetched by ``getattr``, a copy of the reference
+    executed from the task file), so a candidate whose source the static checks read as kernels only is
+    labelled by what it ran.
     """
     from .profiling import compute_ops, library_ops
 
