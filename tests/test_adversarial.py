@@ -221,3 +221,19 @@ def test_a_library_op_captured_in_a_cuda_graph_is_labelled_wherever_the_capture_
     own = cuda_graph_wrap((FIXTURES / "candidates" / "good.py").read_text())  # our own kernels, graphed: custom
     report = check_source(own)
     assert not report.labels and not report.strict, (report.labels, report.strict)
+
+
+def test_probes_of_the_reviewers_instruments_are_rejected_in_every_form():
+    """PyTorch's dispatch-mode and profiler probes and switches, named, imported, as attributes or as strings."""
+    from kernelskill.runner.static_check import INSTRUMENTS, check_source
+
+    good = (FIXTURES / "candidates" / "good.py").read_text()
+    for line in (
+        "watched = torch._C._len_torch_dispatch_stack",
+        "from torch.utils._python_dispatch import _disable_current_modes",
+        "hidden = getattr(torch._C, '_DisableTorchDispatch')",
+        "on = getattr(torch.autograd.profiler, '_is_profiler_enabled')",
+    ):
+        report = check_source(f"{line}\n{good}")
+        assert any(INSTRUMENTS in s for s in report.strict), (line, report.strict)
+    assert check_source(f"name = '_len_torch_dispatch_stack is mentioned'\n{good}").ok  # a sentence, not the name
