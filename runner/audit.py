@@ -44,12 +44,17 @@ def trusted_roots() -> tuple[str, ...]:
         file = getattr(mod, "__file__", None)
         if file and (name in ("torch", "triton", "numpy") or name.startswith("kernelskill.")):
             roots.add(os.path.dirname(os.path.dirname(file)))
-    return tuple(sorted(os.path.join(os.path.realpath(r), "") for r in roots if r))
+    return tuple(sorted(_folder(r) for r in roots if r))
+
+
+def _folder(path: str) -> str:
+    """``path`` resolved, ending in a separator (a prefix that matches only what lies inside it)."""
+    return os.path.join(os.path.realpath(path), "")
 
 
 def _stdlib_roots() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
-    return tuple(os.path.join(os.path.realpath(paths[k]), "") for k in ("stdlib", "platstdlib"))
+    return tuple(_folder(paths[k]) for k in ("stdlib", "platstdlib"))
 
 
 def _writes(event: str, args: tuple[Any, ...]) -> bool:
@@ -71,9 +76,9 @@ def install(*untrusted: str) -> None:
     if _attempts is not None:
         return
     trusted, stdlib = trusted_roots(), _stdlib_roots()
-    own = tuple(os.path.join(os.path.realpath(u), "") for u in untrusted if u)
+    own = tuple(_folder(u) for u in untrusted if u)
     found: list[str] = []
-    verdicts: dict[str, bool] = {}
+    verdicts: dict[str, bool | None] = {}
 
     def candidates(filename: str) -> bool | None:
         """True: the candidate's code; False: trusted; None: the standard library (look further out)."""
@@ -84,7 +89,7 @@ def install(*untrusted: str) -> None:
             elif path.startswith(trusted):
                 verdicts[filename] = False
             elif path.startswith(stdlib):
-                verdicts[filename] = None  # type: ignore[assignment]
+                verdicts[filename] = None
             else:
                 verdicts[filename] = True
         return verdicts[filename]

@@ -61,11 +61,11 @@ def _callables(space: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in space.items() if callable(v) or isinstance(v, (staticmethod, classmethod))}
 
 
-def _spaces(task: Any) -> dict[str, dict[str, Any]]:
+def _spaces(task: Any, own: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     import torch
     import torch.nn.functional as F
 
-    spaces = _own_spaces()
+    spaces = dict(own)  # :func:`_own_spaces`
     for label, obj in (
         ("torch", torch),
         ("torch.nn.functional", F),
@@ -95,10 +95,13 @@ def _own_spaces() -> dict[str, dict[str, Any]]:
     return spaces
 
 
-def _constants() -> dict[str, str]:
-    """``module.NAME``: ``repr`` of each module-level constant of :func:`_own_spaces` (not callables, not modules)."""
+def _constants(own: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """``module.NAME``: ``repr`` of each module-level constant of ``own`` (:func:`_own_spaces`'s spaces).
+
+    Constants: ``UPPER_CASE`` names, neither callables nor modules.
+    """
     found = {}
-    for label, space in _own_spaces().items():
+    for label, space in own.items():
         for name, value in space.items():
             if _CONSTANT.match(name) and not callable(value) and not isinstance(value, type(sys)):
                 try:
@@ -297,8 +300,8 @@ class Integrity:
 
     def _snapshot(self) -> None:
         """The process-wide state :meth:`changes` compares with (the reference's own: :meth:`mark`)."""
-        self.spaces = _spaces(self.task)
-        self.constants = _constants()
+        own = _own_spaces()
+        self.spaces, self.constants = _spaces(self.task, own), _constants(own)
         self.process = _process_state()
         self.ops, self.foreign = _dispatcher()
 
@@ -312,8 +315,9 @@ class Integrity:
         from .audit import attempts
 
         found = [f"tried {what}" for what in attempts()]  # a process, a socket, a file written (.audit)
-        found += _changed(self.spaces, _spaces(self.task), "", added=False)  # PyTorch imports lazily: new names
-        constants = _constants()
+        own = _own_spaces()
+        found += _changed(self.spaces, _spaces(self.task, own), "", added=False)  # PyTorch imports lazily: new names
+        constants = _constants(own)
         found += [f"{k} (its value)" for k, v in self.constants.items() if constants.get(k) != v]
         now = _process_state()
         found += [name for name, value in self.process.items() if now.get(name) != value]

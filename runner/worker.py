@@ -184,8 +184,13 @@ class Evaluation:
         self.steps[name] = round(self.steps.get(name, 0.0) + now - t0, 4)
         return now + gpu_share.yield_to_timing()
 
-    def fail(self, status: Any, exc: BaseException, **extra: Any) -> ReviewResult:
-        """A failed result from a candidate's exception (on the CPU, one the environment caused says so)."""
+    def fail(self, status: Any, exc: BaseException, when: str, **extra: Any) -> ReviewResult:
+        """A failed result from a candidate's exception (on the CPU, one the environment caused says so).
+
+        What the candidate reached for ``when`` it raised comes first: :func:`_verify` raises
+        :class:`.integrity.Tampered` (a refused process or file write raises in the candidate, say).
+        """
+        _verify(self, when)
         digest, detail = _digest(exc, self.cand_file), _detail(exc)
         cause = "" if self.use_cuda else environment_cause(digest + "\n" + detail)
         if cause:
@@ -396,8 +401,7 @@ def _load(ev: Evaluation) -> ReviewResult | None:
     try:
         ev.module = _import_candidate(ev.cand_file)
     except BaseException as e:  # noqa: BLE001 - SyntaxError, NameError, SystemExit...
-        ev.integrity.verify("while it was imported")  # what it reached for before it failed comes first
-        return ev.fail("compile_error", e)
+        return ev.fail("compile_error", e, "while it was imported")
     ev.integrity.verify("while it was imported")
     gpu_share.tune_alone()  # before the candidate's first call tunes: Triton's and the Inductor modules it imported
     if not hasattr(ev.module, "ModelNew"):
@@ -519,8 +523,7 @@ def _build_candidate(ev: Evaluation) -> ReviewResult | None:
         with torch.device(ev.device):
             ev.new = ev.module.ModelNew(*_clone(list(ev.task.get_init_inputs()))).to(ev.device)  # as built
     except BaseException as e:  # noqa: BLE001
-        _verify(ev, "while ModelNew was built")
-        return ev.fail("runtime_error", e)
+        return ev.fail("runtime_error", e, "while ModelNew was built")
     _verify(ev, "while ModelNew was built")
     if not ev.use_cuda:
         from .compile_check import LaunchRecorder
@@ -572,8 +575,7 @@ def _check(
     except HostWork as e:
         return failure("rejected", str(e), "", ev.cid, compiled=True, correctness=ev.correctness, **ev.common)
     except BaseException as e:  # noqa: BLE001
-        _verify(ev, f"during {when}")
-        return ev.fail(_classify(e), e, correctness=ev.correctness)
+        return ev.fail(_classify(e), e, f"during {when}", correctness=ev.correctness)
     t = ev.step("candidate_first_call" if record else "candidate", t)
     _verify(ev, f"during {when}")
     if ev.low_memory and ev.use_cuda:  # the candidate's output waits on the host while the reference runs
@@ -708,29 +710,27 @@ def _plain_tensors(out: Any) -> None:
 def _candidate_call(ev: Evaluation, inputs: list[Any], record: bool, copies: bool, audit: bool = False) -> Any:
     seeded_forward()
     args = _clone(inputs) if copies else inputs
-    if audit:
-        from .profiling import aten_ops, launched_kernels, library_calls
+    if audit:  # the re-check: PyTorch's profiler beside the record
+        from .profiling import library_calls
 
-        outs: list[Any] = []
         with library_calls(ev.audited):
-            if ev.use_cuda:
-                ev.audited.extend(launched_kernels(lambda: outs.append(ev.new(*args))))
-            else:
-                with aten_ops(ev.audited):
-                    outs.append(ev.new(*args))
-        return outs[0]
-    if record and ev.recorder is not None:
-        from .profiling import aten_ops
-
-        with ev.recorder, aten_ops(ev.launched):
-            return ev.new(*args)
-    if record and ev.use_cuda:
-        from .profiling import launched_kernels
-
-        outs = []
-        ev.launched.extend(launched_kernels(lambda: outs.append(ev.new(*args))))
-        return outs[0]
+            return _recorded_call(ev, args, ev.audited)
+    if record:  # the first trial: on the CPU, every kernel launch too (the sm_90 compile check's)
+        with ev.recorder if ev.recorder is not None else contextlib.nullcontext():
+            return _recorded_call(ev, args, ev.launched)
     return ev.new(*args)
+
+
+def _recorded_call(ev: Evaluation, args: list[Any], names: list[str]) -> Any:
+    """``ev.new(*args)``, what it ran appended to ``names`` (kernels and aten ops; aten ops alone on the CPU)."""
+    from .profiling import aten_ops, launched_kernels
+
+    if ev.use_cuda:
+        outs: list[Any] = []
+        names.extend(launched_kernels(lambda: outs.append(ev.new(*args))))
+        return outs[0]
+    with aten_ops(names):
+        return ev.new(*args)
 
 
 def _correctness(ev: Evaluation) -> ReviewResult | None:
