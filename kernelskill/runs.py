@@ -51,7 +51,9 @@ def code_fingerprint() -> str:
     digest = hashlib.sha256()
     for name in CODE_PACKAGES:
         spec = importlib.util.find_spec(name if name == "kernelskill" else f"kernelskill.{name}")
-        roots = list(spec.submodule_search_locations or []) if spec else []
+        # kernelskill's own folder only: imported from a checkout, its __path__ also holds the checkout's root
+        # (kernelskill/__init__.py), whose eval folders, docs and virtual environment are not code
+        roots = [Path(spec.origin).parent] if spec and spec.origin else []
         for root in roots:
             base = Path(root)
             for f in sorted(base.rglob("*")):

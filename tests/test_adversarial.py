@@ -2,7 +2,8 @@
 
 Every file in fixtures/adversarial names its task and the expected status and message in its
 first two lines (``label:NAME``: correct, labelled NAME, not a custom-kernel success). The same set
-runs on a GPU in test_reviewer_gpu.py.
+runs on a GPU in test_reviewer_gpu.py (an optional third line, ``# gpu-expect:``, gives the GPU review's
+where it differs).
 """
 
 from pathlib import Path

@@ -645,6 +645,23 @@ def test_a_new_run_records_the_code_it_runs(tmp_path):
     assert run_code(tmp_path / "missing") == ""
 
 
+def test_the_code_fingerprint_ignores_files_beside_the_package_in_a_checkout(tmp_path, monkeypatch):
+    """Imported from a checkout, kernelskill's __path__ also holds the checkout's root: an eval writing its
+    summaries there (or a changed doc) is not a change of code, or every resumed task would start over."""
+    import kernelskill
+    from kernelskill.runs import code_fingerprint
+
+    paths = kernelskill.__spec__.submodule_search_locations  # kernelskill/__init__.py appends to this list
+    monkeypatch.setattr(kernelskill.__spec__, "submodule_search_locations", [*paths, str(tmp_path)])
+    code_fingerprint.cache_clear()
+    before = code_fingerprint()
+    (tmp_path / "summary.json").write_text("{}")
+    (tmp_path / "notes.md").write_text("a run's notes")
+    code_fingerprint.cache_clear()
+    assert code_fingerprint() == before
+    code_fingerprint.cache_clear()
+
+
 def test_rerun_starts_matching_tasks_over_and_keeps_their_previous_runs(tmp_path):
     tasks = tmp_path / "tasks"
     for name in ("a_conv", "b_conv", "c_gemm"):
