@@ -709,6 +709,7 @@ def measure_task(
     from kernelskill.engine import conv_tune
     from kernelskill.engine.reformulate import conv_kernel_forms
     from kernelskill.runner import gpu_share
+    from kernelskill.runner.correctness import tensors_in
     from kernelskill.runner.taskfile import load_task_module
     from kernelskill.runner.timing import time_adaptive
     from kernelskill.runner.worker import compile_default
@@ -733,7 +734,7 @@ def measure_task(
         ours = torch.compile(copy.deepcopy(model), backend=backend)
         want, got = eager(*inputs), ours(*inputs)
         compiled(*inputs)
-        flat = [(g, w) for g, w in zip(_tensors(got), _tensors(want), strict=True)]
+        flat = [(g, w) for g, w in zip(tensors_in(got), tensors_in(want), strict=True)]
         scale = max((w.abs().max().item() for _, w in flat), default=1.0) or 1.0
         err = max(((g.double() - w.double()).abs().max().item() for g, w in flat), default=0.0) / scale
         programs = (("eager", eager), ("compile", compiled), ("ours", ours))
@@ -759,16 +760,6 @@ def measure_task(
     row["err_vs_eager"] = err
     row["fused"] = [f.partition(f"({precision})")[2].strip(", ") for f in forms]
     return row
-
-
-def _tensors(value: Any) -> list[Any]:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    return []
 
 
 def _by_folder(rows: list[dict[str, Any]], key: str) -> list[tuple[str, list[dict[str, Any]]]]:

@@ -59,6 +59,17 @@ def flatten(out: Any) -> list[Any]:
     return [out]
 
 
+def tensors_in(value: Any) -> list[Any]:
+    """The tensors of ``value`` (a tensor, or a possibly nested tuple / list), in order; other leaves dropped."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in tensors_in(v)]
+    return []
+
+
 def chunk_budget(output_bytes: int, low_memory: bool = False) -> int:
     """Extra bytes a comparison may allocate for one output: max(1 GiB, 10 % of it); 1 GiB in low-memory mode."""
     return MIN_BUDGET if low_memory else max(MIN_BUDGET, output_bytes // 10)

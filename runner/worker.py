@@ -142,6 +142,7 @@ class Evaluation:
         }
         self.launched: list[str] = []  # kernels and aten ops the first trial launched (aten ops on the CPU too)
         self.audited: list[str] = []  # what the re-check's call ran (kernels, aten ops, the library ops under them)
+        self.answer_op: str | None = None  # the PyTorch op that computed the first trial's answer (provenance)
         self.ref_ops: list[str] = []  # aten ops of the reference's first forward
         self.use_cuda, self.device, self.gpu, self.label = False, "cpu", "", "cpu (triton interpreter)"
         self.task: Any = None
@@ -716,8 +717,13 @@ def _candidate_call(ev: Evaluation, inputs: list[Any], record: bool, copies: boo
         with library_calls(ev.audited):
             return _recorded_call(ev, args, ev.audited)
     if record:  # the first trial: on the CPU, every kernel launch too (the sm_90 compile check's)
-        with ev.recorder if ev.recorder is not None else contextlib.nullcontext():
-            return _recorded_call(ev, args, ev.launched)
+        from .correctness import tolerances
+        from .provenance import AnswerTrace
+
+        with ev.recorder if ev.recorder is not None else contextlib.nullcontext(), AnswerTrace() as trace:
+            out = _recorded_call(ev, args, ev.launched)
+        ev.answer_op = trace.answer_op(out, lambda dtype: tolerances(dtype, ev.req.get("atol"), ev.req.get("rtol")))
+        return out
     return ev.new(*args)
 
 
@@ -808,7 +814,9 @@ def _pytorch_work(ev: Evaluation, ran_ops: list[str] | None = None) -> None:
     recorded on the first trial (and, with ``ran_ops``, on the re-check too: :func:`_relabel`) whatever the
     call path (an ``nn.Sequential`` of convolutions, an op fetched by ``getattr``, a copy of the reference
     executed from the task file), so a candidate whose source the static checks read as kernels only is
-    labelled by what it ran.
+    labelled by what it ran. Or, on the first trial, an answer that PyTorch's ops computed from the inputs
+    and the module's tensors, whichever ops (:mod:`.provenance`), with the candidate's kernels copying it at
+    most.
     """
     from .profiling import compute_ops, library_ops
 
@@ -820,6 +828,11 @@ def _pytorch_work(ev: Evaluation, ran_ops: list[str] | None = None) -> None:
         what = f"forward ran PyTorch's {', '.join(ops)}"
     elif ref and ref <= ran:
         what = f"forward ran every PyTorch op of the reference ({', '.join(sorted(n[6:] for n in ref))})"
+    elif ev.answer_op and ran_ops is None:
+        what = (
+            f"forward's answer is PyTorch's {ev.answer_op} of the inputs and the module's tensors (the candidate's "
+            "kernels at most copied it)"
+        )
     else:
         return
     ev.static.warnings.append(f"{what}: the main work is not in the candidate's kernels")
