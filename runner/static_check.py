@@ -89,6 +89,14 @@ ESCAPE_CALLS = re.compile(
     r"^(os\.(_exit|kill|killpg|abort|fork|forkpty|system|popen|exec\w*|spawn\w*|posix_spawn\w*|open|read|write|"
     r"pread|pwrite|dup2?|pipe|fdopen)|io\.FileIO|(\w+\.)*(open|read_text|read_bytes|write_text|write_bytes))$"
 )
+# PyTorch's compilers: a candidate compiling PyTorch ops at run time has the compiler's kernels do its work (and
+# under the reviewer's record they fall back to the PyTorch ops). The compiler seeds' own runtime imports
+# (torch._inductor.runtime, async_compile, torch._C._dynamo.guards) are not among these.
+RUNTIME_COMPILERS = re.compile(
+    r"^torch\.(compile|jit\.(script|trace|trace_module|freeze|optimize_for_inference|fuser)|export(\.\w+)?|"
+    r"_dynamo(\.\w+)*|_inductor\.(compile|aot_compile|standalone_compile|compile_fx(\.\w+)*))$"
+)
+COMPILES = "compiles PyTorch ops at run time (torch.compile, TorchDynamo, TorchScript, export): write the kernels"
 HOST_WORK = "work outside the candidate's own kernels (on the host or in another array library) is not allowed"
 HEAVY_LIBRARY_OPS = re.compile(
     r"^(mm|bmm|addmm|baddbmm|addmv|mv|dot|matmul|linear|_?convolution\w*|conv\w*|cudnn\w*|_cudnn\w*|miopen\w*|"
@@ -275,6 +283,7 @@ def check_source(source: str, reference: str | None = None) -> StaticReport:
     _check_tampering(report, tree, source)
     _check_introspection(report, tree)
     _check_escapes(report, tree, reference)
+    _check_compilers(report, tree)
     for op, line in library_calls(tree):
         if HEAVY_LIBRARY_OPS.match(op):
             report.warnings.append(f"library call {op} (line {line}): the main work runs in cuBLAS / cuDNN")
@@ -351,6 +360,23 @@ def _check_tampering(report: StaticReport, tree: ast.Module, source: str) -> Non
                 report.strict.append(f"calls {name}: work on extra streams escapes the timer")
     if re.search(r"cudaStreamCreate|cudaStreamNonBlocking", source):
         report.strict.append("CUDA source creates streams: work on extra streams escapes the timer")
+
+
+def _check_compilers(report: StaticReport, tree: ast.Module) -> None:
+    """No PyTorch compiler reached by its dotted name, imported, or imported from (:data:`RUNTIME_COMPILERS`)."""
+    found: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute):
+            names = [_dotted(n)]
+        elif isinstance(n, ast.Import):
+            names = [a.name for a in n.names]
+        elif isinstance(n, ast.ImportFrom) and n.module:
+            names = [n.module] + [f"{n.module}.{a.name}" for a in n.names]
+        else:
+            continue
+        found.update(name for name in names if RUNTIME_COMPILERS.match(name))
+    if found:
+        report.strict.append(f"{COMPILES} ({', '.join(sorted(found))})")
 
 
 def _check_escapes(report: StaticReport, tree: ast.Module, reference: str | None) -> None:

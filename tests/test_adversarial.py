@@ -238,3 +238,30 @@ def test_probes_of_the_reviewers_instruments_are_rejected_in_every_form():
         report = check_source(f"{line}\n{good}")
         assert any(INSTRUMENTS in s for s in report.strict), (line, report.strict)
     assert check_source(f"name = '_len_torch_dispatch_stack is mentioned'\n{good}").ok  # a sentence, not the name
+
+
+def test_pytorchs_compilers_are_rejected_in_every_form_and_a_seeds_runtime_imports_are_not():
+    """torch.compile, TorchDynamo, TorchScript, export and Inductor's compile entry points, named, as a decorator,
+    imported or imported from; what a compiler seed's module itself imports and calls stays allowed."""
+    from kernelskill.runner.static_check import COMPILES, check_source
+
+    good = (FIXTURES / "candidates" / "good.py").read_text()
+    for line in (
+        "fast = torch.compile(lambda x: x * 2)",
+        "import torch._dynamo as dynamo",
+        "from torch import compile as c",
+        "from torch.jit import trace",
+        "traced = torch.jit.script",
+        "exported = torch.export.export",
+        "from torch._inductor.compile_fx import compile_fx",
+        "@torch.compile\ndef f(x):\n    return x",
+    ):
+        report = check_source(f"{line}\n{good}")
+        assert any(COMPILES in s for s in report.strict), (line, report.strict)
+    seed_lines = (
+        "from torch._inductor.async_compile import AsyncCompile\n"
+        "from torch._inductor.runtime import triton_helpers, triton_heuristics\n"
+        "assert_size_stride = torch._C._dynamo.guards.assert_size_stride\n"
+        "eager = not torch.compiler.is_compiling()\n"
+    )
+    assert not any(COMPILES in s for s in check_source(f"{seed_lines}{good}").strict)
