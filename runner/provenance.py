@@ -13,12 +13,14 @@ call, follows every tensor's storage:
   which count as given);
 - a kernel launch (Triton's ``JITFunction``, autotuner or interpreter, Inductor's ``CachingAutotuner``) writes its
   tensor arguments whose sampled values changed: a written argument equal to another argument as it was
-  before the launch is a copy of it (that argument's state passes on), any other is the kernel's own work.
+  before the launch, on the sampled positions or, in any order, in its sum, sum of magnitudes and norm (a
+  transpose, a flip), within the dtype's tolerance, is a copy of it (that argument's state passes on); any
+  other is the kernel's own work.
 
 The answer is PyTorch's (:meth:`AnswerTrace.answer_op`) when each of the output's tensors equals, on the
 sampled positions and within the dtype's tolerance, a tensor that PyTorch computed so. Answers that are
 near-constant on the sample are not judged (a constant is anyone's). Not seen: PyTorch work inside a CUDA
-graph replay and copies that reorder the values (a transpose).
+graph replay, and work split between PyTorch and the kernel (PyTorch the ReLU, the kernel the multiply-add).
 
 Everything is logged during the call (samples gathered on the device, no synchronization) and resolved in
 order afterwards; any failure of the trace itself leaves the answer unjudged, never the candidate's call.
@@ -64,7 +66,7 @@ class _Op:
 class _Launch:
     keys: list[int]
     dtypes: list[Any]
-    before: list[Any]
+    before: list[Any]  # per tensor argument: (sample, signature), each None where not taken
     after: list[Any]
 
 
@@ -195,7 +197,7 @@ class AnswerTrace:
             return None
         try:
             with _disable_current_modes():
-                return [self._sample(t) for t in tensors]
+                return [(self._sample(t), _signature(t)) for t in tensors]
         except Exception:  # noqa: BLE001
             self.broken = True
             return None
@@ -231,14 +233,21 @@ class AnswerTrace:
                     if new.computed and sample is not None:
                         computed.append((ev.name, _on_host(sample)))
                 continue
-            before = [_on_host(s) for s in ev.before]
+            before = [(_on_host(b), _on_host(sig)) for b, sig in ev.before]
             for i, key in enumerate(ev.keys):
-                after = _on_host(ev.after[i])
-                if after is None or before[i] is None or _same(after, before[i], 0.0, 0.0):
+                after, after_sig = _on_host(ev.after[i][0]), _on_host(ev.after[i][1])
+                if after is None or before[i][0] is None or _same(after, before[i][0], 0.0, 0.0):
                     continue  # not written, or written with what was there
                 atol, rtol = tolerance(ev.dtypes[i])
-                src = next((j for j, b in enumerate(before) if j != i and _same(after, b, atol, rtol)), None)
-                state[key] = state.get(ev.keys[src], GIVEN) if src is not None else FRESH  # a copy, or own work
+                src = next(  # a copy, in order or reordered (a transpose, a flip), or the kernel's own work
+                    (
+                        j
+                        for j, (b, sig) in enumerate(before)
+                        if j != i and (_same(after, b, atol, rtol) or _same_signature(after_sig, sig, atol, rtol))
+                    ),
+                    None,
+                )
+                state[key] = state.get(ev.keys[src], GIVEN) if src is not None else FRESH
         ops: list[str] = []
         for t in outs:
             atol, rtol = tolerance(t.dtype)
@@ -259,6 +268,36 @@ class AnswerTrace:
 
 def _on_host(sample: tuple[int, Any] | None) -> tuple[int, Any] | None:
     return None if sample is None else (sample[0], sample[1].cpu())
+
+
+def _signature(t: Any) -> tuple[int, Any] | None:
+    """(element count, [sum, sum of magnitudes, Euclidean norm] in float64): the same for any order of the values.
+
+    Floating-point tensors only; reduced in place (no float64 copy of the tensor).
+    """
+    import torch
+
+    if t.numel() == 0 or not t.is_floating_point() or t.device.type == "meta":
+        return None
+    parts = [
+        torch.sum(t, dtype=torch.float64),
+        torch.linalg.vector_norm(t, 1, dtype=torch.float64),
+        torch.linalg.vector_norm(t, 2, dtype=torch.float64),
+    ]
+    return t.numel(), torch.stack(parts)
+
+
+def _same_signature(a: tuple[int, Any] | None, b: tuple[int, Any] | None, atol: float, rtol: float) -> bool:
+    """Signatures of the same values in any order, within (atol, rtol) per value (NaN never the same)."""
+    if a is None or b is None or a[0] != b[0]:
+        return False
+    n, (s1, l1, n1), (s2, l2, n2) = a[0], a[1].tolist(), b[1].tolist()
+    scale = max(l1, l2)
+    return (
+        abs(s1 - s2) <= rtol * scale + atol * n
+        and abs(l1 - l2) <= rtol * scale + atol * n
+        and abs(n1 - n2) <= rtol * max(n1, n2) + atol * n**0.5
+    )
 
 
 def _capturing() -> bool:

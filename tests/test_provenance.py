@@ -24,6 +24,19 @@ def _relu_twice(src, dst, n, BLOCK: tl.constexpr):
     tl.store(dst + offs, tl.where(x > 0, x, 0.0) * 2.0, mask=mask)
 
 
+@triton.jit
+def _reverse(src, dst, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(dst + n - 1 - offs, tl.load(src + offs, mask=mask), mask=mask)
+
+
+def reverse(x):
+    out = torch.empty_like(x)
+    _reverse[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), BLOCK=256)
+    return out
+
+
 def copy(x):
     out = torch.empty_like(x)
     _copy[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), BLOCK=256)
@@ -52,6 +65,7 @@ PYTORCHS = {  # the answer computed by PyTorch from the inputs; a kernel at most
     "copied, reshaped": lambda: copy((torch.relu(X) * 2 + 1).reshape(30, 100)).reshape(-1),
     "a module's tensor": lambda: copy((X.reshape(30, 100) * W).sum(1)),
     "two outputs": lambda: (copy(torch.relu(X)), torch.tanh(X)),
+    "reversed before": lambda: torch.clamp_min(reverse(X).flip(0), 0) * 2 + 1,
 }
 OWN = {  # the kernel computes, PyTorch at most adds an epilogue or prepares the input
     "own kernel": lambda: relu_twice(X),
@@ -59,6 +73,7 @@ OWN = {  # the kernel computes, PyTorch at most adds an epilogue or prepares the
     "copied own result": lambda: copy(relu_twice(X) + 1),
     "PyTorch prepares": lambda: relu_twice(X.reshape(30, 100).t().contiguous()),
     "one of two outputs": lambda: (relu_twice(X), torch.tanh(X)),
+    "reversed own result": lambda: reverse(relu_twice(X)).flip(0) + 1,
 }
 
 
