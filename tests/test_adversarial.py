@@ -16,11 +16,22 @@ FIXTURES = Path(__file__).parent / "fixtures"
 CASES = sorted((FIXTURES / "adversarial").glob("*.py"))
 
 
-def expectation(path: Path) -> tuple[Path, str, str]:
+def expectation(path: Path, gpu: bool = False) -> tuple[Path, str, str]:
+    """(task file, status, needle) of a fixture; ``gpu``: its ``# gpu-expect:`` line's where it has one."""
     lines = path.read_text().splitlines()
     task = lines[0].removeprefix("# task: ").strip()
-    status, needle = lines[1].removeprefix("# expect: ").split("|", 1)
+    expect = lines[2] if gpu and lines[2].startswith("# gpu-expect: ") else lines[1]
+    status, needle = expect.split(": ", 1)[1].split("|", 1)
     return FIXTURES / "tasks" / f"{task}.py", status, needle
+
+
+def assert_expected(r: dict, status: str, needle: str) -> None:
+    """The review ``r`` has the fixture's status and, for a rejection, its message (or, ``label:NAME``, its label)."""
+    assert r["status"] == status, (r["status"], r.get("error_digest"))
+    if needle.startswith("label:"):  # correct, but its main work is not the candidate's own
+        assert needle[6:] in r["labels"] and r["custom_kernel"] is False, (r["labels"], r.get("warnings"))
+    else:
+        assert any(n in r["error_digest"] for n in needle.split("|")), r["error_digest"]
 
 
 def test_at_least_ten_cheats():
@@ -31,11 +42,7 @@ def test_at_least_ten_cheats():
 def test_rejected_for_the_right_reason(path, tmp_path):
     task, status, needle = expectation(path)
     r = run_review(task, path.read_text(), tmp_path, path.stem, device="cpu", timeout_s=120)
-    assert r["status"] == status, (r["status"], r.get("error_digest"))
-    if needle.startswith("label:"):  # correct, but its main work is not the candidate's own
-        assert needle[6:] in r["labels"] and r["custom_kernel"] is False, (r["labels"], r.get("warnings"))
-    else:
-        assert any(n in r["error_digest"] for n in needle.split("|")), r["error_digest"]
+    assert_expected(r, status, needle)
 
 
 def test_torch_ops_in_forward_are_labelled(tmp_path):

@@ -4,6 +4,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+from test_adversarial import assert_expected, expectation
 
 from kernelskill.runner.sandbox import run_review
 
@@ -34,16 +35,8 @@ def test_correct_kernel_timed_and_profiled(tmp_path):
 
 @pytest.mark.parametrize("path", ADVERSARIAL, ids=[p.stem for p in ADVERSARIAL])
 def test_adversarial_rejected_on_gpu(path, tmp_path):
-    lines = path.read_text().splitlines()
-    task = FIXTURES / "tasks" / f"{lines[0].removeprefix('# task: ').strip()}.py"
-    expect = lines[2] if lines[2].startswith("# gpu-expect: ") else lines[1]  # where a GPU review differs
-    status, needle = expect.split(": ", 1)[1].split("|", 1)
-    r = review(task, path.read_text(), tmp_path, path.stem, timeout_s=180)
-    assert r["status"] == status, (r["status"], r.get("error_digest"))
-    if needle.startswith("label:"):  # correct, but its main work is not the candidate's own
-        assert needle[6:] in r["labels"] and r["custom_kernel"] is False, (r["labels"], r.get("warnings"))
-    else:
-        assert any(n in r["error_digest"] for n in needle.split("|")), r["error_digest"]
+    task, status, needle = expectation(path, gpu=True)  # its gpu-expect line where a GPU review differs
+    assert_expected(review(task, path.read_text(), tmp_path, path.stem, timeout_s=180), status, needle)
 
 
 def test_an_answer_kept_from_the_third_call_with_given_values_is_rejected_on_gpu(tmp_path):
