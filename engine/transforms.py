@@ -52,7 +52,9 @@ Each transform implements the method of the skill cards that name it (``transfor
   (min, max, sum, mean, logsumexp, softmax), a max or average pooling whose window is its stride, and a mean over
   every spatial dimension, each with the element-wise steps after it; a batch, group or instance norm after the tail
   takes its statistics from sums the kernel adds up as it stores; Inductor fuses the rest into its own kernels. A
-  later recapture keeps the form.
+  later recapture keeps the form. Under ``kernels = custom`` a ``default`` (``autotune``) seed that leaves GEMMs to
+  cuBLAS is recaptured as ``triton`` (``triton_autotune``), its GEMMs in Triton's templates: a cuBLAS GEMM beside our
+  convolutions (a network's classifier) would keep the candidate a library's (``library_main_work``).
 
 The reviewer judges every result like any other candidate; a transform only proposes.
 """
@@ -88,6 +90,9 @@ TRANSFORMS = ("autotune_sweep", "conv_gemm", "conv_kernel", "cuda_graph", "dot_p
 GRAPH_MARK = "# ---- kernelskill transform: cuda_graph"
 CONV_TEMPLATE = re.compile(r"def triton_tem_fused_\w*convolution")  # Inductor's convolution template kernels
 SWEEP_VARIANTS = 4
+# under kernels = custom, the capture of a seed's variant with its GEMMs in Triton's templates, not cuBLAS
+TRITON_GEMMS = {"default": "triton", "autotune": "triton_autotune"}
+_LIBRARY_GEMM = re.compile(r"\bextern_kernels\.(_?(?:mm|bmm|addmm|baddbmm|addmv|mv|matmul|linear|dot)\w*)\(")
 
 CUDA_GRAPH_WRAPPER = '''
 
@@ -258,6 +263,9 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
                 notes[0] += f"; no 3xTF32 split-operand recapture: {problem}"
         return sources, notes, ""
     if transform == "conv_kernel" and variant is not None:
+        if ctx.kernels == "custom" and variant in TRITON_GEMMS and library_gemms(base):
+            # a cuBLAS GEMM left beside our convolutions keeps the candidate a library's: Triton's GEMM templates
+            variant = TRITON_GEMMS[variant]
         args = (ctx, task_path, workdir, base, variant, False, graphed, "conv_kernel")
         # cuDNN's numerics, which every precision policy allows a convolution (per product, not per task: the GEMMs
         # of the same graph keep their seed's precision): the reviewer allows it the error of the reference with
@@ -288,6 +296,11 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
         return [], [], "autotune_sweep: no variant to try"
     sources = [cuda_graph_wrap(v) if graphed else v for v, _ in variants]
     return sources, [f"autotune_sweep: {note}" for _, note in variants], ""
+
+
+def library_gemms(source: str) -> list[str]:
+    """The GEMMs a compiler seed leaves to cuBLAS (``extern_kernels.mm`` / ``addmm`` / ``bmm`` ...), by name."""
+    return sorted({m.group(1) for m in _LIBRARY_GEMM.finditer(source)})
 
 
 def _tf32_ok(ctx: Context, task_path: str) -> bool:

@@ -154,8 +154,10 @@ def feature_extractor(state: State, runtime: Runtime[Context]) -> dict[str, Any]
 
     Without short-term memory the pool of parents is not read: the parent is the best.
     """
-    parent, why = select_parent(recall(state, runtime.context or Context()))
+    ctx = runtime.context or Context()
+    parent, why = select_parent(recall(state, ctx))
     features = extract_features(parent["candidate"]["source"])
     # what the review found, beside what the source shows: the main work is not the candidate's own
     features["main_work_not_own"] = bool(NOT_CUSTOM_LABELS & set(parent["review"].get("labels") or []))
+    features["own_kernels_needed"] = features["main_work_not_own"] and ctx.kernels == "custom"
     return {"parent": parent, "search_note": why, "features": features}

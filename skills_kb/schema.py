@@ -54,6 +54,8 @@ FEATURES: dict[str, str] = {
     "conv_not_own_kernel": "a compiler seed's convolutions run in cuDNN or Inductor's template, not in our kernel",
     "main_work_not_own": "the review labelled the candidate's main work PyTorch's or a library's (torch_main_work / "
     "library_main_work): correct, not a custom-kernel success",
+    "own_kernels_needed": "main_work_not_own under the run's kernels = custom: the candidate is no answer until its "
+    "main work moves into kernels of its own, whatever else makes it faster",
 }
 
 METRICS: dict[str, str] = {

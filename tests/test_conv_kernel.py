@@ -509,6 +509,38 @@ def test_the_conv_kernel_transform_recaptures_a_seed_with_a_convolution(tmp_path
     assert calls[-1] == "tf32r"  # a later recapture keeps the form and its precision
 
 
+def test_under_kernels_custom_a_seed_with_a_cublas_gemm_is_recaptured_with_tritons_gemms(tmp_path, monkeypatch):
+    """A network's classifier left to cuBLAS beside our convolutions keeps the candidate a library's under
+    ``kernels = custom``: there the recapture asks for Triton's GEMM templates (variant ``triton``). Under
+    ``kernels = any``, or without a cuBLAS GEMM, the seed's own variant stays."""
+    from kernelskill.engine import transforms
+    from kernelskill.engine.compiler import SEED_MARK, SeedOutcome
+    from kernelskill.graph.context import Context
+
+    variants = []
+
+    def capture(ctx, task_path, variant, workdir, *args, conv_kernel=None, **kwargs):
+        variants.append(variant)
+        return SeedOutcome(variant, source=f'"""{SEED_MARK} {conv_kernel}"""\n', capture={}, wall_s=0.1)
+
+    monkeypatch.setattr(transforms, "capture_variant", capture)
+    task = tmp_path / "t.py"
+    task.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n")
+    head = f'"""{SEED_MARK} for t: TorchInductor\'s kernels (variant \'default\'), captured"""\n'
+    conv_only = head + "buf0 = extern_kernels.convolution(x, w)\n"
+    with_fc = conv_only + "extern_kernels.addmm(b, buf1, reinterpret_tensor(w2, (8, 4), (1, 8), 0), out=buf2)\n"
+    assert transforms.library_gemms(with_fc) == ["addmm"] and transforms.library_gemms(conv_only) == []
+    for seed, kernels, want in (
+        (with_fc, "custom", "triton"),
+        (with_fc, "any", "default"),
+        (conv_only, "custom", "default"),
+        (with_fc.replace("'default'", "'triton'"), "custom", "triton"),
+    ):
+        variants.clear()
+        sources, _, problem = transforms.apply("conv_kernel", seed, Context(kernels=kernels), str(task), tmp_path)
+        assert not problem and len(sources) == 2 and variants == [want, want], (kernels, variants)
+
+
 def test_a_compiler_seed_with_no_kernel_of_its_own_is_repaired_onto_our_conv_kernel(tmp_path, monkeypatch):
     """A bare convolution's seed is one cuDNN call: the static check rejects it (no custom kernel). Offline, its
     repair is the conv_kernel recapture (both forms: the first in review, the other reviewed beside it); the same

@@ -153,6 +153,28 @@ def test_a_host_bound_program_goes_to_cuda_graphs_first_however_long_it_runs():
     assert "cuda-graphs" not in long.allowed  # no host time and a long run: the launches are hidden
 
 
+def test_under_kernels_custom_a_library_answer_moves_into_our_kernel_before_its_launches_are_graphed():
+    """A host-bound seed whose review labelled its main work cuDNN's: under ``kernels = any`` CUDA graphs first (the
+    fastest correct answer counts); under ``custom`` a graphed library call is still no answer, so the convolution
+    goes to our kernel first. The feature comes from the parent's review and the run's policy."""
+    from kernelskill.engine.compiler import SEED_MARK
+    from kernelskill.graph.context import Context
+    from kernelskill.nodes.feature_extractor import feature_extractor
+
+    head = f'"""{SEED_MARK} for t: TorchInductor\'s kernels (variant \'default\'), captured"""\n'
+    seed = head + "def call(args):\n    buf0 = extern_kernels.convolution(x, w)\n"
+    parent = {"candidate": {"id": "r0-compiler-0", "source": seed}, "review": {"labels": ["library_main_work"]}}
+    host_bound = {"launch_count": 400, "runtime_ms": 2.9, "host_pct": 95.0, "arithmetic_intensity": 200.0}
+    rules = {}
+    for kernels in ("any", "custom"):
+        runtime = type("Runtime", (), {"context": Context(kernels=kernels)})()
+        features = feature_extractor({"best": parent, "round": 0}, runtime)["features"]
+        assert features["own_kernels_needed"] is (kernels == "custom")
+        d = decide(features, host_bound)
+        rules[kernels] = (d.rule, d.allowed[0])
+    assert rules == {"any": ("host-bound", "cuda-graphs"), "custom": ("conv-outside-own-kernel", "implicit-gemm-conv")}
+
+
 def test_forbidden_never_allowed():
     d = decide(POINTWISE, {})
     for skill in load_policy().table["memory_bandwidth"].forbid:
