@@ -145,6 +145,32 @@ def aten_ops(names: list[str]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def captured_ops(names: list[str], capturing: Any = None) -> Iterator[None]:
+    """While active, every aten op dispatched in this thread while a CUDA graph captures appends ``aten::OP``.
+
+    What a graph captured while the candidate was built is replayed by its forward without passing the
+    dispatcher again: the record of the forward's ops never sees it. ``capturing`` (tests): whether a capture
+    is under way, default ``torch.cuda.is_current_stream_capturing`` (a CUDA build only).
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    if capturing is None:
+        import torch
+
+        capturing = torch.cuda.is_current_stream_capturing
+
+    class _Captured(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            op = func.overloadpacket.__name__
+            if op not in _NO_KERNEL_OPS and capturing():
+                names.append(f"aten::{op}")
+            return func(*args, **(kwargs or {}))
+
+    with _Captured():
+        yield
+
+
+@contextlib.contextmanager
 def library_calls(names: list[str]) -> Iterator[None]:
     """While active, PyTorch's profiler records every op (host side only); on exit, the heavy ones append.
 

@@ -142,6 +142,7 @@ class Evaluation:
         }
         self.launched: list[str] = []  # kernels and aten ops the first trial launched (aten ops on the CPU too)
         self.audited: list[str] = []  # what the re-check's call ran (kernels, aten ops, the library ops under them)
+        self.captured: list[str] = []  # aten ops captured in a CUDA graph while ModelNew was built (forward replays)
         self.answer_op: str | None = None  # the PyTorch op that computed the first trial's answer (provenance)
         self.ref_ops: list[str] = []  # aten ops of the reference's first forward
         self.use_cuda, self.device, self.gpu, self.label = False, "cpu", "", "cpu (triton interpreter)"
@@ -519,9 +520,12 @@ def _build_candidate(ev: Evaluation) -> ReviewResult | None:
     """``ModelNew`` under the reference's seed, on the device."""
     import torch
 
+    from .profiling import captured_ops
+
     try:
         torch.manual_seed(ev.seed)
-        with torch.device(ev.device):
+        # PyTorch work captured in a CUDA graph here runs in forward's replays, unseen by forward's record
+        with torch.device(ev.device), captured_ops(ev.captured) if ev.use_cuda else contextlib.nullcontext():
             ev.new = ev.module.ModelNew(*_clone(list(ev.task.get_init_inputs()))).to(ev.device)  # as built
     except BaseException as e:  # noqa: BLE001
         return ev.fail("runtime_error", e, "while ModelNew was built")
@@ -814,7 +818,8 @@ def _pytorch_work(ev: Evaluation, ran_ops: list[str] | None = None) -> None:
     recorded on the first trial (and, with ``ran_ops``, on the re-check too: :func:`_relabel`) whatever the
     call path (an ``nn.Sequential`` of convolutions, an op fetched by ``getattr``, a copy of the reference
     executed from the task file), so a candidate whose source the static checks read as kernels only is
-    labelled by what it ran. Or, on the first trial, an answer that PyTorch's ops computed from the inputs
+    labelled by what it ran; the ops a CUDA graph captured while ``ModelNew`` was built count as run (its
+    forward replays them). Or, on the first trial, an answer that PyTorch's ops computed from the inputs
     and the module's tensors, whichever ops (:mod:`.provenance`), with the candidate's kernels copying it at
     most.
     """
@@ -822,12 +827,15 @@ def _pytorch_work(ev: Evaluation, ran_ops: list[str] | None = None) -> None:
 
     if NOT_CUSTOM_LABELS & set(ev.static.labels):
         return
-    launched = ev.launched if ran_ops is None else ran_ops
+    own = ev.launched if ran_ops is None else ran_ops
+    launched = own + ev.captured
     ops, ran, ref = library_ops(launched), set(launched), compute_ops(ev.ref_ops)
+    graphed = " (in a CUDA graph captured while ModelNew was built)"
     if ops:
-        what = f"forward ran PyTorch's {', '.join(ops)}"
+        what = f"forward ran PyTorch's {', '.join(ops)}" + ("" if library_ops(own) == ops else graphed)
     elif ref and ref <= ran:
         what = f"forward ran every PyTorch op of the reference ({', '.join(sorted(n[6:] for n in ref))})"
+        what += "" if ref <= set(own) else graphed
     elif ev.answer_op and ran_ops is None:
         what = (
             f"forward's answer is PyTorch's {ev.answer_op} of the inputs and the module's tensors (the candidate's "

@@ -146,3 +146,39 @@ def test_a_kernel_behind_a_heuristic_is_one_launch():
         out = run()
     assert sum(type(e).__name__ == "_Launch" for e in trace.events) == 1
     assert trace.answer_op(out, lambda dtype: (1e-4, 1e-4)) == "relu"
+
+
+def test_pytorch_ops_a_cuda_graph_captured_while_the_candidate_was_built_count_as_forwards():
+    """Ops captured in a CUDA graph while ``ModelNew`` was built run again in each replay, which no record of
+    forward's ops sees: those the capture dispatched (not the warm-up's, not a view) are counted with forward's,
+    so the reference's ops replayed from such a graph label the answer PyTorch's, and the warning says where they
+    ran. A kernel's answer beside a graph of PyTorch glue keeps no label. (The capture itself: on a GPU, fixture
+    ``graph_replayed_ops``.)"""
+    from kernelskill.runner.profiling import captured_ops
+    from kernelskill.runner.static_check import StaticReport
+    from kernelskill.runner.worker import Evaluation, _pytorch_work
+
+    capturing, names = [False], []
+    x = torch.randn(8)
+    with captured_ops(names, capturing=lambda: capturing[0]):
+        torch.relu(x) * 2.0  # the warm-up before a capture
+        capturing[0] = True
+        torch.relu(x).view(-1) * 2.0 + 1.0
+        capturing[0] = False
+        x.sin()
+    assert names == ["aten::relu", "aten::mul", "aten::add"]
+
+    def labelled(launched, captured):
+        ev = Evaluation({})
+        ev.static, ev.launched, ev.captured = StaticReport(), launched, captured
+        ev.ref_ops = ["aten::relu", "aten::mul", "aten::add"]
+        _pytorch_work(ev)
+        return ev.static.labels, ev.static.warnings
+
+    labels, warnings = labelled(["copy_kernel", "copy_kernel"], names)
+    assert labels == ["torch_main_work"] and "captured while ModelNew was built" in warnings[0], warnings
+    assert labelled(["copy_kernel", "aten::relu", "aten::mul", "aten::add"], [])[0] == ["torch_main_work"]
+    assert "captured while" not in labelled(["copy_kernel", "aten::relu", "aten::mul", "aten::add"], names)[1][0]
+    assert labelled(["scale_relu_kernel"], ["aten::add"]) == ([], [])  # a kernel's answer, PyTorch glue in a graph
+    labels, warnings = labelled(["copy_kernel"], ["aten::mm"])  # a library op replayed
+    assert labels == ["torch_main_work"] and "mm (in a CUDA graph" in warnings[0], warnings
