@@ -73,6 +73,7 @@ from kernelskill.engine.inductor_seed import (
     FLASH_MARK,
     SPLIT_GEMM_MARK,
     TUNED,
+    heavy_extern_calls,
 )
 from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
@@ -92,7 +93,7 @@ CONV_TEMPLATE = re.compile(r"def triton_tem_fused_\w*convolution")  # Inductor's
 SWEEP_VARIANTS = 4
 # under kernels = custom, the capture of a seed's variant with its GEMMs in Triton's templates, not cuBLAS
 TRITON_GEMMS = {"default": "triton", "autotune": "triton_autotune"}
-_LIBRARY_GEMM = re.compile(r"\bextern_kernels\.(_?(?:mm|bmm|addmm|baddbmm|addmv|mv|matmul|linear|dot)\w*)\(")
+_GEMM_CALL = re.compile(r"^_?(?:mm|bmm|addmm|baddbmm|addmv|mv|matmul|linear|dot)\w*$")
 
 CUDA_GRAPH_WRAPPER = '''
 
@@ -300,7 +301,7 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
 
 def library_gemms(source: str) -> list[str]:
     """The GEMMs a compiler seed leaves to cuBLAS (``extern_kernels.mm`` / ``addmm`` / ``bmm`` ...), by name."""
-    return sorted({m.group(1) for m in _LIBRARY_GEMM.finditer(source)})
+    return [c for c in heavy_extern_calls(source) if _GEMM_CALL.match(c)]
 
 
 def _tf32_ok(ctx: Context, task_path: str) -> bool:

@@ -248,7 +248,7 @@ def released(label: str = "compile") -> Iterator[None]:
     its own). A no-op without a shared hold, or inside an exclusive one. ``label``: the hold log's.
     """
     h = _holder()
-    if h is None or h.exclusive or not h.shared or _capturing():
+    if h is None or h.exclusive or not h.shared or capturing():
         yield
         return
     torch = sys.modules.get("torch")
@@ -267,8 +267,8 @@ def released(label: str = "compile") -> Iterator[None]:
         _held("released", t_out, waited, label)
 
 
-def _capturing() -> bool:
-    """True while this process captures a CUDA graph (no synchronize allowed: the share stays held)."""
+def capturing() -> bool:
+    """True while this process captures a CUDA graph on the current stream (no synchronize allowed then)."""
     torch = sys.modules.get("torch")
     return bool(torch is not None and torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing())
 
@@ -512,7 +512,7 @@ def give_room() -> bool:
     out-of-memory gets the others' caches, not only the memory of processes that end. Live tensors stay.
     """
     torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_initialized() or _capturing() or not room_wanted():
+    if torch is None or not torch.cuda.is_initialized() or capturing() or not room_wanted():
         return False
     torch.cuda.empty_cache()
     return True

@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import gpu_share
@@ -129,44 +129,22 @@ def launched_kernels(fn: Any) -> list[str]:
 
 
 @contextlib.contextmanager
-def aten_ops(names: list[str]) -> Iterator[None]:
-    """While active, every aten op dispatched in this thread but views and allocations appends ``aten::OP``."""
+def aten_ops(names: list[str], only_while: Callable[[], bool] | None = None) -> Iterator[None]:
+    """While active, every aten op dispatched in this thread but views and allocations appends ``aten::OP``.
+
+    ``only_while``: only the ops dispatched while it holds (``gpu_share.capturing``: those a CUDA graph
+    captures, which its replays run again without passing the dispatcher).
+    """
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class _Ops(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             op = func.overloadpacket.__name__
-            if op not in _NO_KERNEL_OPS:
+            if op not in _NO_KERNEL_OPS and (only_while is None or only_while()):
                 names.append(f"aten::{op}")
             return func(*args, **(kwargs or {}))
 
     with _Ops():
-        yield
-
-
-@contextlib.contextmanager
-def captured_ops(names: list[str], capturing: Any = None) -> Iterator[None]:
-    """While active, every aten op dispatched in this thread while a CUDA graph captures appends ``aten::OP``.
-
-    What a graph captured while the candidate was built is replayed by its forward without passing the
-    dispatcher again: the record of the forward's ops never sees it. ``capturing`` (tests): whether a capture
-    is under way, default ``torch.cuda.is_current_stream_capturing`` (a CUDA build only).
-    """
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    if capturing is None:
-        import torch
-
-        capturing = torch.cuda.is_current_stream_capturing
-
-    class _Captured(TorchDispatchMode):
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            op = func.overloadpacket.__name__
-            if op not in _NO_KERNEL_OPS and capturing():
-                names.append(f"aten::{op}")
-            return func(*args, **(kwargs or {}))
-
-    with _Captured():
         yield
 
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .correctness import flatten, tensors_in
+from .gpu_share import capturing
 
 SAMPLE = 256  # positions sampled per tensor
 MAX_EVENTS = 20_000  # a call logging more is not judged (each event holds a few samples on the device)
@@ -130,7 +131,7 @@ class AnswerTrace:
     def _op(self, func: Any, args: Any, kwargs: dict[str, Any], out: Any) -> None:
         if self.broken or self._depth:  # inside a kernel launch (the interpreter's copies): the launch's record
             return
-        if _capturing():  # a CUDA graph's capture: no sampling kernel goes into it, no verdict
+        if capturing():  # a CUDA graph's capture: no sampling kernel goes into it, no verdict
             self.broken = True
             return
         try:
@@ -192,7 +193,7 @@ class AnswerTrace:
     def _samples(self, tensors: list[Any]) -> list[Any] | None:
         from torch.utils._python_dispatch import _disable_current_modes
 
-        if self.broken or _capturing():
+        if self.broken or capturing():
             self.broken = True
             return None
         try:
@@ -298,13 +299,6 @@ def _same_signature(a: tuple[int, Any] | None, b: tuple[int, Any] | None, atol: 
         and abs(l1 - l2) <= rtol * scale + atol * n
         and abs(n1 - n2) <= rtol * max(n1, n2) + atol * n**0.5
     )
-
-
-def _capturing() -> bool:
-    """A CUDA graph is being captured on the current stream."""
-    import torch
-
-    return bool(torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
 
 
 def _same(a: tuple[int, Any] | None, b: tuple[int, Any] | None, atol: float, rtol: float) -> bool:

@@ -520,12 +520,14 @@ def _build_candidate(ev: Evaluation) -> ReviewResult | None:
     """``ModelNew`` under the reference's seed, on the device."""
     import torch
 
-    from .profiling import captured_ops
+    from .gpu_share import capturing
+    from .profiling import aten_ops
 
     try:
         torch.manual_seed(ev.seed)
         # PyTorch work captured in a CUDA graph here runs in forward's replays, unseen by forward's record
-        with torch.device(ev.device), captured_ops(ev.captured) if ev.use_cuda else contextlib.nullcontext():
+        captured = aten_ops(ev.captured, only_while=capturing) if ev.use_cuda else contextlib.nullcontext()
+        with torch.device(ev.device), captured:
             ev.new = ev.module.ModelNew(*_clone(list(ev.task.get_init_inputs()))).to(ev.device)  # as built
     except BaseException as e:  # noqa: BLE001
         return ev.fail("runtime_error", e, "while ModelNew was built")

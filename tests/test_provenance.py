@@ -154,13 +154,13 @@ def test_pytorch_ops_a_cuda_graph_captured_while_the_candidate_was_built_count_a
     so the reference's ops replayed from such a graph label the answer PyTorch's, and the warning says where they
     ran. A kernel's answer beside a graph of PyTorch glue keeps no label. (The capture itself: on a GPU, fixture
     ``graph_replayed_ops``.)"""
-    from kernelskill.runner.profiling import captured_ops
+    from kernelskill.runner.profiling import aten_ops
     from kernelskill.runner.static_check import StaticReport
     from kernelskill.runner.worker import Evaluation, _pytorch_work
 
     capturing, names = [False], []
     x = torch.randn(8)
-    with captured_ops(names, capturing=lambda: capturing[0]):
+    with aten_ops(names, only_while=lambda: capturing[0]):
         torch.relu(x) * 2.0  # the warm-up before a capture
         capturing[0] = True
         torch.relu(x).view(-1) * 2.0 + 1.0
