@@ -149,12 +149,14 @@ class AnswerTrace:
                     written += tensors
                 if (is_write and (arg.kwarg_only or (i == 0 and name in NOT_READ_SELF))) or not tensors:
                     continue  # an out= argument, or self overwritten unread
+                if name in ALLOCATIONS:
+                    continue  # ``empty_like(x)`` reads x's shape, not its values
                 reads += [_key(t) for t in tensors]
             for t in tensors_in(out):
                 if not any(t is w for w in written):
                     written.append(t)
             compute = name not in PLUMBING_OPS and name not in _NO_KERNEL_OPS
-            fresh = not reads and name in ALLOCATIONS  # other ops of no tensor read make constants
+            fresh = name in ALLOCATIONS  # other ops of no tensor read make constants
             writes = [(_key(t), self._sample(t) if compute else None) for t in written]
             self._log(_Op(name, reads, writes, compute, fresh))
         except Exception:  # noqa: BLE001 - the trace never changes the call; it gives up judging

@@ -49,6 +49,17 @@ def relu_twice(x):
     return out
 
 
+def recycled_relu_twice(x):
+    """relu_twice into a block that already holds its answer (an allocator's recycled block of an earlier call)."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    out = torch.empty_like(x)
+    with _disable_current_modes():  # not traced: what the block held before the call
+        out.copy_(torch.relu(x) * 2)
+    _relu_twice[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), BLOCK=256)
+    return out
+
+
 def answer_op(fn):
     with AnswerTrace() as trace:
         out = fn()
@@ -74,6 +85,7 @@ OWN = {  # the kernel computes, PyTorch at most adds an epilogue or prepares the
     "PyTorch prepares": lambda: relu_twice(X.reshape(30, 100).t().contiguous()),
     "one of two outputs": lambda: (relu_twice(X), torch.tanh(X)),
     "reversed own result": lambda: reverse(relu_twice(X)).flip(0) + 1,
+    "recycled block, PyTorch epilogue": lambda: recycled_relu_twice(X) + 1,
 }
 
 
