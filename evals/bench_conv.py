@@ -3,7 +3,7 @@
     python -m kernelskill.evals.bench_conv [--tasks DIR ...] [--out DIR] [--precision tf32r]
     python -m kernelskill.evals.bench_conv --tasks DIR --fusions   # what each convolution fuses (CPU)
     python -m kernelskill.evals.bench_conv --tasks DIR --whole --out DIR   # whole tasks, epilogues fused
-    python -m kernelskill.evals.bench_conv --tasks DIR --static --out DIR  # registers and spills (CPU, sm_90)
+    python -m kernelskill.evals.bench_conv --tasks DIR --static --out DIR  # registers, spills, MMA (CPU, sm_90)
     python -m kernelskill.evals.bench_conv --tuning --out DIR   # what the per-shape tuning timed (its cache)
     python -m kernelskill.evals.bench_conv --tasks DIR --compile-time --out DIR  # the tuning's compile time
     python -m kernelskill.evals.bench_conv --tasks DIR --compare '{}' '{"TMA_B": true}'  # configurations A/B
@@ -37,7 +37,8 @@ call; ``torch.profiler``, holding the GPU alone), printed as the row is measured
 
 ``--static`` needs no GPU (:func:`static_rows`): every launch configuration the tuning would time for
 each convolution of each task's rewritten forward, compiled for sm_90 as launched, with ptxas's registers
-per thread and bytes spilled to local memory (``bench_static.jsonl``, ``bench_static.md``); ``--config``
+per thread, bytes spilled to local memory and the matrix instructions of its PTX (Hopper's ``wgmma``,
+Ampere's ``mma.sync`` or neither) (``bench_static.jsonl``, ``bench_static.md``); ``--config``
 is merged into each (``'{"EPI_SPLIT": 1}'``: every tile finished whole). It is redone whole on each run.
 
 ``--compile-time`` needs no GPU either (:func:`compile_time_rows`): per convolution, the wall time of
@@ -423,8 +424,9 @@ def static_markdown(rows: list[dict[str, Any]], precision: str) -> str:
         f"Our convolution kernel's tuning candidates compiled for sm_90 as launched (`{precision}`; ptxas)",
         "",
         "| folder | convolutions | candidates | spilling | convolutions whose default spills "
-        "| convolutions with no candidate free of spills | most bytes spilled (stores) | errors |",
-        "|---|---|---|---|---|---|---|---|",
+        "| convolutions with no candidate free of spills | most bytes spilled (stores) "
+        "| candidates on `wgmma` / `mma.sync` / neither | errors |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for folder in sorted({r["task"].split("/")[0] for r in rows}):
         convs: dict[str, list[dict[str, Any]]] = {}
@@ -438,8 +440,13 @@ def static_markdown(rows: list[dict[str, Any]], precision: str) -> str:
         every = sum(all(r.get("spill_stores", 0) > 0 or "error" in r for r in rs) for rs in convs.values())
         most = max((r["spill_stores"] for r in spilling), default=0)
         errors = sum("error" in r for r in sel)
+        built = [r for r in sel if "error" not in r]
+        wgmma = sum(r.get("wgmma", 0) > 0 for r in built)
+        sync = sum(r.get("wgmma", 0) == 0 and r.get("mma_sync", 0) > 0 for r in built)
+        mma = f"{wgmma} / {sync} / {len(built) - wgmma - sync}"
         lines.append(
-            f"| {folder} | {len(convs)} | {len(sel)} | {len(spilling)} | {default} | {every} | {most} | {errors} |"
+            f"| {folder} | {len(convs)} | {len(sel)} | {len(spilling)} | {default} | {every} | {most} | {mma} "
+            f"| {errors} |"
         )
     lines += ["", "| task | input | weight | epilogue | configuration | split | registers | spill stores / loads |",
               "|---|---|---|---|---|---|---|---|"]  # fmt: skip
@@ -1050,8 +1057,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--whole", action="store_true",
                     help="time whole tasks: eager, torch.compile, and with our kernel and its fusions")  # fmt: skip
     ap.add_argument("--static", action="store_true",
-                    help="compile each convolution's tuning candidates for sm_90 and report registers and spills "
-                    "(no GPU needed)")  # fmt: skip
+                    help="compile each convolution's tuning candidates for sm_90 and report registers, spills and "
+                    "matrix instructions (no GPU needed)")  # fmt: skip
     ap.add_argument("--compile-time", action="store_true",
                     help="time the compile of each convolution's tuning candidates, one by one and together "
                     "(no GPU needed: sm_90)")  # fmt: skip

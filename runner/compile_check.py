@@ -229,7 +229,11 @@ def compile_as_launched(
 
 
 def resource_usage(compiled: Any, arch: int = 90) -> dict[str, int]:
-    """Registers per thread and bytes spilled to local memory of a :func:`compile_as_launched` kernel (ptxas -v)."""
+    """What a :func:`compile_as_launched` kernel uses: registers, spills, shared memory, matrix instructions.
+
+    Registers per thread and bytes spilled to local memory from ptxas -v; how many ``wgmma`` / ``mma.sync``
+    instructions its PTX holds.
+    """
     import os
     import re
     import subprocess
@@ -254,6 +258,9 @@ def resource_usage(compiled: Any, arch: int = 90) -> dict[str, int]:
         "spill_stores": number(r"(\d+) bytes spill stores"),
         "spill_loads": number(r"(\d+) bytes spill loads"),
         "shared": int(compiled.metadata.shared),
+        # the matrix products: Hopper's asynchronous warpgroup MMA, or Ampere's synchronous one (0 and 0: FMAs)
+        "wgmma": len(re.findall(r"\bwgmma\.mma_async\b", compiled.asm["ptx"])),
+        "mma_sync": len(re.findall(r"\bmma\.sync\b", compiled.asm["ptx"])),
     }
 
 

@@ -516,6 +516,51 @@ SMALL_GRID_TASK = textwrap.dedent(
 )
 
 
+def test_the_compile_reports_which_matrix_instructions_a_kernel_runs(tmp_path):
+    """On sm_90 a product of a warp group (4 warps) is Hopper's ``wgmma``; of 2 warps Ampere's ``mma.sync``; a
+    kernel of no ``tl.dot``, neither (what ``--static`` counts per candidate)."""
+    import os
+    import subprocess
+    import sys
+
+    code = textwrap.dedent(
+        """
+        import triton, triton.language as tl
+        from kernelskill.runner.compile_check import compile_as_launched, resource_usage
+
+        @triton.jit
+        def product(A, B, C, DOT: tl.constexpr):
+            i = tl.arange(0, 64)
+            a = tl.load(A + i[:, None] * 64 + i[None, :])
+            b = tl.load(B + i[:, None] * 64 + i[None, :])
+            c = tl.dot(a, b) if DOT else a * b
+            tl.store(C + i[:, None] * 64 + i[None, :], c)
+
+        for dot, warps in ((True, 4), (True, 2), (False, 4)):
+            ptrs = {"A": "*fp16", "B": "*fp16", "C": "*fp32"}
+            u = resource_usage(compile_as_launched(product, ptrs, {"DOT": dot}, {"num_warps": warps}))
+            print(warps, dot, u["wgmma"] > 0, u["mma_sync"] > 0)
+        """
+    )
+    (tmp_path / "product.py").write_text(code)  # a @triton.jit kernel needs a source file
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = subprocess.run([sys.executable, str(tmp_path / "product.py")], capture_output=True, text=True, timeout=300,
+                         env=env)  # fmt: skip
+    lines = out.stdout.split("\n")[:3]
+    assert lines == ["4 True True False", "2 True False True", "4 False False False"], out.stdout + out.stderr[-3000:]
+
+
+def test_the_static_table_counts_candidates_by_their_matrix_instructions():
+    from kernelskill.evals.bench_conv import static_markdown
+
+    row = {"task": "level2/t", "input": [1], "weight": [1], "epilogue": [], "config": {}, "registers": 128,
+           "spill_stores": 0, "spill_loads": 0}  # fmt: skip
+    rows = [{**row, "wgmma": 8}, {**row, "wgmma": 4}, {**row, "wgmma": 0, "mma_sync": 16}, {**row, "wgmma": 0},
+            {**row, "error": "CompilationError"}]  # fmt: skip
+    table = static_markdown(rows, "tf32r")
+    assert "| level2 | 1 | 5 | 0 | 0 | 0 | 0 | 2 / 1 / 1 | 1 |" in table, table
+
+
 def test_the_static_survey_offers_split_k_for_a_grid_of_few_tiles_and_compiles_both_passes(tmp_path):
     import json
     import os
