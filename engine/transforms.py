@@ -79,7 +79,7 @@ from kernelskill.graph import deadline
 from kernelskill.graph.context import Context
 from kernelskill.runner import gpu_share
 from kernelskill.runner.dot_precision import applied_precision, count_exact_dots
-from kernelskill.runner.static_check import tf32_allowed
+from kernelskill.runner.static_check import LIBRARY_GEMMS, tf32_allowed
 
 from .compiler import capture_variant, is_compiler_seed
 from .precision import precision_variants
@@ -93,7 +93,6 @@ CONV_TEMPLATE = re.compile(r"def triton_tem_fused_\w*convolution")  # Inductor's
 SWEEP_VARIANTS = 4
 # under kernels = custom, the capture of a seed's variant with its GEMMs in Triton's templates, not cuBLAS
 TRITON_GEMMS = {"default": "triton", "autotune": "triton_autotune"}
-_GEMM_CALL = re.compile(r"^_?(?:mm|bmm|addmm|baddbmm|addmv|mv|matmul|linear|dot)\w*$")
 
 CUDA_GRAPH_WRAPPER = '''
 
@@ -301,7 +300,7 @@ def apply(transform: str, source: str, ctx: Context, task_path: str, workdir: Pa
 
 def library_gemms(source: str) -> list[str]:
     """The GEMMs a compiler seed leaves to cuBLAS (``extern_kernels.mm`` / ``addmm`` / ``bmm`` ...), by name."""
-    return [c for c in heavy_extern_calls(source) if _GEMM_CALL.match(c)]
+    return [c for c in heavy_extern_calls(source) if LIBRARY_GEMMS.match(c)]
 
 
 def _tf32_ok(ctx: Context, task_path: str) -> bool:

@@ -98,8 +98,10 @@ RUNTIME_COMPILERS = re.compile(
 )
 COMPILES = "compiles PyTorch ops at run time (torch.compile, TorchDynamo, TorchScript, export): write the kernels"
 HOST_WORK = "work outside the candidate's own kernels (on the host or in another array library) is not allowed"
+_GEMMS = r"mm|bmm|addmm|baddbmm|addmv|mv|dot|matmul|linear"
+LIBRARY_GEMMS = re.compile(rf"^({_GEMMS})$")  # the GEMMs of HEAVY_LIBRARY_OPS (cuBLAS)
 HEAVY_LIBRARY_OPS = re.compile(
-    r"^(mm|bmm|addmm|baddbmm|addmv|mv|dot|matmul|linear|_?convolution\w*|conv\w*|cudnn\w*|_cudnn\w*|miopen\w*|"
+    rf"^({_GEMMS}|_?convolution\w*|conv\w*|cudnn\w*|_cudnn\w*|miopen\w*|"
     r"_scaled_dot_product\w*|_flash_attention\w*|_efficient_attention\w*|_?lstm\w*|_?gru\w*|_?rnn\w*|"
     r"_int_mm|_scaled_mm|_transformer_\w*|_native_multi_head_attention)$"
 )  # library calls (cuBLAS / cuDNN / fused attention / PyTorch's fused transformer layers) that do a task's main work
