@@ -4,7 +4,7 @@
 #   make benchmarks [KB=path/to/kernelbench-levels] [GPUS=0] [BENCH=bench] [LEVELS="1 2 3"]
 #
 # 1. the GPU-marked tests                      -> $BENCH/gpu-tests.txt
-# 2. the offline engine on the bundled suite   -> $BENCH/suite-l1..3        (--rounds 2)
+# 2. the offline engine on the bundled suite   -> $BENCH/suite-l1..3        (--rounds 1)
 # 3. with KB set: the offline engine on the KernelBench folders $KB/level1..3
 #                                              -> $BENCH/kernelbench-l1..3  (--rounds 1)
 # 4. our convolution kernels against cuDNN and torch.compile on every convolution of $KB/level1..2
@@ -56,7 +56,7 @@ run_arms() {  # NAME ROUNDS EVAL-ARGS...: every arm of ARMS on one level
   if [ ${#dirs[@]} -gt 1 ]; then "$KS" eval policies "${dirs[@]}" > "$BENCH/policies-$name.md" || exit $?; fi
 }
 for L in $LEVELS; do
-  run_arms "suite-l$L" 2 "$L" --level "$L"
+  run_arms "suite-l$L" 1 "$L" --level "$L"
 done
 if [ -n "${KB:-}" ]; then
   for L in $LEVELS; do
