@@ -27,7 +27,12 @@ is rewritten into forms Inductor generates Triton kernels for (:func:`triton_for
 - ``avg_pool2d`` / ``avg_pool3d`` whose windows overlap and have more than 25 positions (a 3x3x3 window
   with stride 2, say), which Inductor leaves to ATen -> a sum of strided slices of the zero-padded input
   over the window's positions, divided as PyTorch divides (:func:`avg_pool3d_decomposed`; ``ceil_mode``
-  off, at most :data:`AVG_POOL_MAX_TERMS` positions a window).
+  off, at most :data:`AVG_POOL_MAX_TERMS` positions a window);
+- a 2-D fp32 / fp64 GEMM (``@``, ``matmul``, ``mm``, ``linear``) with few output tiles and a reduction
+  that dwarfs them (:func:`split_k_splits`: a 256 x 256 output over K = 524288, say) -> split-K: one
+  batched GEMM of the products over slices of the reduction (views, no copy), then their sum
+  (:func:`matmul_split_k`). Inductor's templates run one program per output tile, and its own split
+  (``decompose_k``) hands the batched GEMM to cuBLAS.
 
 With ``split`` (the ``dot_precision`` skill's recapture of a compiler seed), every fp32 GEMM
 (``@``, ``matmul``, ``mm``, ``bmm``, ``addmm``, ``linear``; im2col GEMMs and the two products of a
@@ -352,6 +357,73 @@ def sdpa_3xtf32(
         else:
             scores = scores + attn_mask
     return matmul_3xtf32(torch.softmax(scores, dim=-1), value)
+
+
+SPLIT_K_MIN_K = 4096  # a GEMM whose reduction is shorter than this, or than 8x its longer output side, is left
+SPLIT_K_TILE = 128  # the output tile a GEMM template typically takes
+SPLIT_K_FEW_TILES = 64  # a GEMM with at least this many such tiles fills the GPU without splitting
+SPLIT_K_TARGET = 256  # split until tiles x splits reaches this (about two waves of programs on 132 SMs)
+SPLIT_K_MIN_CHUNK = 1024  # and each split keeps at least this much of the reduction
+
+
+def split_k_splits(m: int, n: int, k: int) -> int:
+    """How many slices of the reduction an ``(m, k) @ (k, n)`` GEMM is split into (1: not split).
+
+    Only a GEMM with few output tiles and a reduction that dwarfs them is split (a Triton template runs
+    one program per output tile, so a 256 x 256 output with K = 524288 would keep 4 of 132 SMs busy
+    along the whole reduction); the number of splits is a power of two that divides ``k``.
+    """
+    tiles = math.ceil(m / SPLIT_K_TILE) * math.ceil(n / SPLIT_K_TILE)
+    if k < SPLIT_K_MIN_K or k < 8 * max(m, n) or tiles >= SPLIT_K_FEW_TILES:
+        return 1
+    splits = 1
+    while splits * tiles < SPLIT_K_TARGET and k % (2 * splits) == 0 and k // (2 * splits) >= SPLIT_K_MIN_CHUNK:
+        splits *= 2
+    return splits
+
+
+def matmul_split_k(a: torch.Tensor, b: torch.Tensor, splits: int) -> torch.Tensor:
+    """``a @ b`` for 2-D ``a (m, k)``, ``b (k, n)`` as ``splits`` partial products over slices of ``k``, summed.
+
+    The slices are views (no copy): one batched GEMM of ``splits`` products, then a reduction.
+    """
+    m, k = a.shape
+    part = torch.bmm(a.reshape(m, splits, k // splits).transpose(0, 1), b.reshape(splits, k // splits, b.shape[1]))
+    return part.sum(0)
+
+
+def linear_split_k(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, splits: int) -> torch.Tensor:
+    """``F.linear`` of a 2-D input as :func:`matmul_split_k`; the weight ``(n, k)`` read as ``(splits, k / s, n)``."""
+    m, k = input.shape
+    n = weight.shape[0]
+    chunks = weight.reshape(n, splits, k // splits).permute(1, 2, 0)
+    out = torch.bmm(input.reshape(m, splits, k // splits).transpose(0, 1), chunks).sum(0)
+    return out if bias is None else out + bias
+
+
+_SPLIT_K_GEMMS = (operator.matmul, torch.matmul, torch.mm, torch._C._nn.linear)
+
+
+def _split_k_form(node: Any) -> tuple[Any, tuple, str] | None:
+    """``(function, args, what)`` for a split-K rewrite of a 2-D fp32 / fp64 GEMM node, or None to leave it."""
+    if node.kwargs or len(node.args) < 2:
+        return None
+    a, b = (getattr(arg, "meta", {}).get("example_value") for arg in node.args[:2])
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == b.dim() == 2):
+        return None
+    if a.dtype != b.dtype or a.dtype not in (torch.float32, torch.float64):
+        return None
+    linear = node.target is torch._C._nn.linear
+    (m, k), n = a.shape, b.shape[0] if linear else b.shape[1]
+    if (b.shape[1] if linear else b.shape[0]) != k:
+        return None
+    splits = split_k_splits(int(m), int(n), int(k))
+    if splits < 2:
+        return None
+    what = f"GEMM ({m} x {k}) by ({k} x {n}) -> {splits} split-K partial products (one bmm) and their sum"
+    if linear:
+        return linear_split_k, (*node.args[:2], node.args[2] if len(node.args) > 2 else None, splits), what
+    return matmul_split_k, (*node.args[:2], splits), what
 
 
 _SPLIT_GEMMS = {
@@ -1272,6 +1344,10 @@ def triton_forms(gm: Any, as_gemm: bool = False, split: bool = False, flash: boo
         elif split and target is torch._C._nn.scaled_dot_product_attention and not _static_arg(node, 4, "dropout_p", 0):
             node.target = sdpa_3xtf32  # an attention's products would otherwise be decomposed below the FX graph
             done.append("scaled_dot_product_attention -> softmax of 3xTF32 split GEMMs")
+            continue
+        elif target in _SPLIT_K_GEMMS and (split_k := _split_k_form(node)):
+            node.target, node.args, split_what = split_k
+            done.append(split_what)
             continue
         if what:
             if as_gemm and not direct:

@@ -1,6 +1,7 @@
 """Forms of convolutions and poolings that Inductor makes Triton kernels of (engine/reformulate.py)."""
 
 import itertools
+import operator
 
 import pytest
 import torch
@@ -20,6 +21,7 @@ from kernelskill.engine.reformulate import (
     linear_3xtf32,
     matmul_3xtf32,
     sdpa_3xtf32,
+    split_k_splits,
     split_tf32,
     triton_forms,
 )
@@ -445,3 +447,55 @@ def test_products_of_slices_are_hoisted_into_one_product():
         "4 linear calls on slices of one tensor -> one linear over the whole tensor",
         "4 matmul calls on slices of one tensor -> one matmul over the whole tensor",
     ]
+
+
+def test_split_k_is_chosen_for_few_output_tiles_and_a_long_reduction():
+    assert split_k_splits(256, 256, 524288) == 64  # 4 tiles of 128 x 128: 256 programs
+    assert split_k_splits(8, 8, 8192) == 8  # every split keeps 1024 of the reduction
+    assert split_k_splits(256, 256, 6144) == 4  # 1536 each (8 would leave 768)
+    assert split_k_splits(256, 256, 4100) == 4  # a power of two that divides k (8 does not)
+    assert split_k_splits(1024, 1024, 524288) == 1  # 64 tiles fill the GPU already
+    assert split_k_splits(256, 256, 2048) == 1  # a short reduction
+    assert split_k_splits(4096, 64, 16384) == 1  # a reduction below 8x the longer output side
+    assert split_k_splits(256, 256, 4097) == 1  # odd: no power of two divides it
+
+
+class _LongReductions(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8192, 8)
+        self.short = nn.Linear(64, 8)
+
+    def forward(self, a, b, c):
+        return a @ b, torch.matmul(a, b), self.fc(a), self.short(c), c @ c.t()
+
+
+def test_gemms_with_a_long_reduction_become_split_k_products():
+    torch.manual_seed(0)
+    kinds = []
+
+    def check(targets):
+        kinds.extend(getattr(t, "__name__", str(t)) for t in targets)
+        assert targets.count(torch._C._nn.linear) == 1  # the short linear stays
+        assert operator.matmul in targets  # and the square c @ c.t()
+
+    a, b, c = torch.randn(8, 8192), torch.randn(8192, 8), torch.randn(64, 64)
+    forms = _inductor_on(_LongReductions().eval(), (a, b, c), triton_forms, check)
+    assert forms == sorted(
+        ["GEMM (8 x 8192) by (8192 x 8) -> 8 split-K partial products (one bmm) and their sum"] * 3
+    )
+    assert kinds.count("matmul_split_k") == 2 and kinds.count("linear_split_k") == 1
+
+
+def test_half_precision_gemms_keep_one_product():
+    model = _LongReductions().half()
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(triton_forms(gm))
+        return gm.forward
+
+    torch._dynamo.reset()
+    a, b, c = torch.randn(8, 8192).half(), torch.randn(8192, 8).half(), torch.randn(64, 64).half()
+    torch.compile(model, backend=backend, fullgraph=True)(a, b, c)
+    assert seen == [[]]  # partial sums rounded to half precision would lose accuracy
