@@ -28,7 +28,7 @@ is rewritten into forms Inductor generates Triton kernels for (:func:`triton_for
   with stride 2, say), which Inductor leaves to ATen -> a sum of strided slices of the zero-padded input
   over the window's positions, divided as PyTorch divides (:func:`avg_pool3d_decomposed`; ``ceil_mode``
   off, at most :data:`AVG_POOL_MAX_TERMS` positions a window);
-- a 2-D fp32 / fp64 GEMM (``@``, ``matmul``, ``mm``, ``linear``) with few output tiles and a reduction
+- a 2-D fp32 GEMM (``@``, ``matmul``, ``mm``, ``linear``) with few output tiles and a reduction
   that dwarfs them (:func:`split_k_splits`: a 256 x 256 output over K = 524288, say) -> split-K: one
   batched GEMM of the products over slices of the reduction (views, no copy), then their sum
   (:func:`matmul_split_k`). Inductor's templates run one program per output tile, and its own split
@@ -405,13 +405,17 @@ _SPLIT_K_GEMMS = (operator.matmul, torch.matmul, torch.mm, torch._C._nn.linear)
 
 
 def _split_k_form(node: Any) -> tuple[Any, tuple, str] | None:
-    """``(function, args, what)`` for a split-K rewrite of a 2-D fp32 / fp64 GEMM node, or None to leave it."""
+    """``(function, args, what)`` for a split-K rewrite of a 2-D fp32 GEMM node, or None to leave it.
+
+    Other dtypes are left: half-precision partial sums would lose accuracy, and Inductor's GEMM templates
+    take no fp64 (its batched GEMM would be cuBLAS's too).
+    """
     if node.kwargs or len(node.args) < 2:
         return None
     a, b = (getattr(arg, "meta", {}).get("example_value") for arg in node.args[:2])
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == b.dim() == 2):
         return None
-    if a.dtype != b.dtype or a.dtype not in (torch.float32, torch.float64):
+    if a.dtype != torch.float32 or b.dtype != torch.float32:
         return None
     linear = node.target is torch._C._nn.linear
     (m, k), n = a.shape, b.shape[0] if linear else b.shape[1]
