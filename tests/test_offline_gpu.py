@@ -123,6 +123,20 @@ def test_transposed_convolution_gets_a_triton_template_seed(tmp_path):
     assert r["status"] == "correct" and r["custom_kernel"], r.get("error_digest")
 
 
+def test_a_long_reduction_gemm_gets_a_split_k_triton_seed(tmp_path):
+    """Inductor splits a 256 x 256 GEMM over K = 524288 itself (decompose_k) and hands the batched GEMM to
+    cuBLAS; the triton variant rewrites it into split-K form first, so its template does the products."""
+    task = TASKS / "level1" / "09_matmul_large_k.py"
+    seeds = {s.variant: s for s in compiler_seeds(Context(), str(task), tmp_path / "seeds")}
+    triton_seed = seeds["triton"]
+    assert triton_seed.ok, triton_seed.error
+    assert "split-K" in " ".join(triton_seed.capture["reformulated"])
+    assert not triton_seed.capture["heavy_extern_calls"], triton_seed.capture["extern_calls"]
+    r = run_review(task, triton_seed.source, tmp_path, "split_k", device="cuda")
+    assert r["status"] == "correct" and r["custom_kernel"], r.get("error_digest")
+    assert r["timing_kind"] == "cuda_events" and r["runtime_ms"] > 0
+
+
 def test_a_bare_convolutions_seed_is_repaired_onto_our_conv_kernel(tmp_path):
     """A convolution alone (no bias, no tail) is one cuDNN call in the default seed: rejected, no custom kernel.
     The offline repair recaptures it with the convolution on our kernel, which the reviewer accepts as custom.
