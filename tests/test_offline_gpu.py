@@ -112,28 +112,27 @@ def test_compensated_repair_of_a_long_mat_vec(tmp_path):
 def test_transposed_convolution_gets_a_triton_template_seed(tmp_path):
     """cuDNN keeps a transposed convolution in the default seed; the triton variant rewrites it into a
     stride-1 convolution of the zero-stuffed input, which Inductor's conv template takes."""
-    task = TASKS / "level1" / "48_conv_transpose2d.py"
+    _triton_seed_does_the_main_work(TASKS / "level1" / "48_conv_transpose2d.py", "conv_transpose2d", tmp_path)
+
+
+def _triton_seed_does_the_main_work(task: Path, form: str, tmp_path: Path) -> dict:
+    """The task's default seed leaves its main work to a library; its triton seed, rewritten (``form`` among
+    its reformulations), has none left there, and the reviewer calls it correct and custom. Returns the review."""
     seeds = {s.variant: s for s in compiler_seeds(Context(), str(task), tmp_path / "seeds")}
-    assert seeds["default"].capture["heavy_extern_calls"], "cuDNN no longer keeps it: the test lost its point"
+    assert seeds["default"].capture["heavy_extern_calls"], "the library no longer keeps it: the test lost its point"
     triton_seed = seeds["triton"]
     assert triton_seed.ok, triton_seed.error
-    assert "conv_transpose2d" in " ".join(triton_seed.capture["reformulated"])
+    assert form in " ".join(triton_seed.capture["reformulated"])
     assert not triton_seed.capture["heavy_extern_calls"], triton_seed.capture["extern_calls"]
     r = run_review(task, triton_seed.source, tmp_path, "triton", device="cuda")
     assert r["status"] == "correct" and r["custom_kernel"], r.get("error_digest")
+    return r
 
 
 def test_a_long_reduction_gemm_gets_a_split_k_triton_seed(tmp_path):
     """Inductor splits a 256 x 256 GEMM over K = 524288 itself (decompose_k) and hands the batched GEMM to
     cuBLAS; the triton variant rewrites it into split-K form first, so its template does the products."""
-    task = TASKS / "level1" / "09_matmul_large_k.py"
-    seeds = {s.variant: s for s in compiler_seeds(Context(), str(task), tmp_path / "seeds")}
-    triton_seed = seeds["triton"]
-    assert triton_seed.ok, triton_seed.error
-    assert "split-K" in " ".join(triton_seed.capture["reformulated"])
-    assert not triton_seed.capture["heavy_extern_calls"], triton_seed.capture["extern_calls"]
-    r = run_review(task, triton_seed.source, tmp_path, "split_k", device="cuda")
-    assert r["status"] == "correct" and r["custom_kernel"], r.get("error_digest")
+    r = _triton_seed_does_the_main_work(TASKS / "level1" / "09_matmul_large_k.py", "split-K", tmp_path)
     assert r["timing_kind"] == "cuda_events" and r["runtime_ms"] > 0
 
 
