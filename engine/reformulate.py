@@ -393,11 +393,8 @@ def matmul_split_k(a: torch.Tensor, b: torch.Tensor, splits: int) -> torch.Tenso
 
 
 def linear_split_k(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, splits: int) -> torch.Tensor:
-    """``F.linear`` of a 2-D input as :func:`matmul_split_k`; the weight ``(n, k)`` read as ``(splits, k / s, n)``."""
-    m, k = input.shape
-    n = weight.shape[0]
-    chunks = weight.reshape(n, splits, k // splits).permute(1, 2, 0)
-    out = torch.bmm(input.reshape(m, splits, k // splits).transpose(0, 1), chunks).sum(0)
+    """``F.linear`` of a 2-D input through :func:`matmul_split_k` (the weight's transpose splits into views too)."""
+    out = matmul_split_k(input, weight.t(), splits)
     return out if bias is None else out + bias
 
 
