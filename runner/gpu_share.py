@@ -446,17 +446,25 @@ def hold(alone: bool, label: str = "", need_bytes: float = 0.0) -> Iterator[None
         yield
 
 
+_OUT_OF_MEMORY = (  # lower case: see out_of_memory
+    "out of memory",
+    "outofmemoryerror",
+    "cudaerrormemoryallocation",
+    "_alloc_failed",
+    "device_allocation_failed",
+)
+
+
 def out_of_memory(text: str) -> bool:
     """A failure's text says the device ran out of memory.
 
     PyTorch's allocator (``OutOfMemoryError``), the CUDA runtime (``CUDA error: out of memory``,
     ``cudaErrorMemoryAllocation``, raised as an ``AcceleratorError`` by a launch or a library's own
-    allocation) or cuBLAS / cuDNN (``..._STATUS_ALLOC_FAILED``).
+    allocation) or a CUDA library (cuBLAS / cuDNN / cuFFT ``..._ALLOC_FAILED``, cuDNN 9's
+    ``CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED``).
     """
     low = text.lower()
-    return any(
-        s in low for s in ("out of memory", "outofmemoryerror", "cudaerrormemoryallocation", "status_alloc_failed")
-    )
+    return any(s in low for s in _OUT_OF_MEMORY)
 
 
 def waited() -> dict[str, float] | None:

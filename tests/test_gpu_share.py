@@ -535,6 +535,8 @@ def test_an_out_of_memory_is_recognised_from_the_runtime_and_the_libraries_too()
         "AcceleratorError: CUDA error: out of memory\nSearch for `cudaErrorMemoryAllocation' in ...",
         "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
         "RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+        "RuntimeError: cuDNN error: CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED",
+        "RuntimeError: cuFFT error: CUFFT_ALLOC_FAILED",
     ):
         assert gpu_share.out_of_memory(text), text
     for text in ("RuntimeError: shape '[2, 3]' is invalid", "AcceleratorError: CUDA error: an illegal memory access"):
