@@ -133,6 +133,19 @@ def test_triton_forms_rewrite_a_dynamo_graph(as_gemm):
         torch.testing.assert_close(g, w)
 
 
+def _rewrite_only(fn, inputs: tuple, **forms) -> list[list[str]]:
+    """:func:`triton_forms`'s report (with ``forms``) on each Dynamo graph of ``fn``, run as rewritten, no Inductor."""
+    seen: list[list[str]] = []
+
+    def backend(gm, example_inputs):
+        seen.append(triton_forms(gm, **forms))
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(fn, backend=backend)(*inputs)
+    return seen
+
+
 def _inductor_on(model: nn.Module, inputs: tuple, rewrite, check=lambda targets: None) -> list[str]:
     """Compile ``model`` with ``rewrite`` applied to its Dynamo graph, then Inductor (on the CPU).
 
@@ -406,16 +419,9 @@ def test_attention_in_split_gemms_equals_pytorch():
         checked += 1
     assert checked == 32
 
-    seen = []
-
-    def backend(gm, example_inputs):  # attention that may drop out is left to PyTorch
-        seen.append(triton_forms(gm, split=True))
-        return gm.forward
-
-    torch._dynamo.reset()
-    q = torch.randn(1, 2, 4, 8)
-    torch.compile(lambda q: F.scaled_dot_product_attention(q, q, q, dropout_p=0.5), backend=backend)(q)
-    assert seen == [[]]
+    q = torch.randn(1, 2, 4, 8)  # attention that may drop out is left to PyTorch
+    dropout = _rewrite_only(lambda q: F.scaled_dot_product_attention(q, q, q, dropout_p=0.5), (q,), split=True)
+    assert dropout == [[]]
 
 
 class _Unrolled(nn.Module):
@@ -488,14 +494,6 @@ def test_gemms_with_a_long_reduction_become_split_k_products():
 
 
 def test_half_precision_gemms_keep_one_product():
-    model = _LongReductions().half()
-    seen = []
-
-    def backend(gm, example_inputs):
-        seen.append(triton_forms(gm))
-        return gm.forward
-
-    torch._dynamo.reset()
     a, b, c = torch.randn(8, 8192).half(), torch.randn(8192, 8).half(), torch.randn(64, 64).half()
-    torch.compile(model, backend=backend, fullgraph=True)(a, b, c)
+    seen = _rewrite_only(_LongReductions().half(), (a, b, c))
     assert seen == [[]]  # partial sums rounded to half precision would lose accuracy
