@@ -228,16 +228,24 @@ class _Cancelled(Exception):
 
 
 def _wait(proc: subprocess.Popen[str], timeout_s: float, cancel: threading.Event | None) -> int:
-    """``proc``'s exit code; ``TimeoutExpired`` after ``timeout_s``, :class:`_Cancelled` once ``cancel`` is set."""
-    if cancel is None:
+    """``proc``'s exit code; ``TimeoutExpired`` after ``timeout_s``, :class:`_Cancelled` once ``cancel`` is set.
+
+    On a shared GPU (a wait log, ``gpu_share.WAIT_LOG_ENV``) the limit grows by the time this launch's
+    processes wait for the GPU meanwhile, as the launch's deadline does (``graph/deadline.py``): a capture
+    queued behind other workers' timings is not killed for time it spent waiting.
+    """
+    shared = bool(os.environ.get(gpu_share.WAIT_LOG_ENV, "").strip())
+    if cancel is None and not shared:
         return proc.wait(timeout=timeout_s)
+    credit0 = gpu_share.credited() if shared else 0.0
     end = time.monotonic() + timeout_s
     while True:
-        if cancel.is_set():
+        if cancel is not None and cancel.is_set():
             raise _Cancelled
-        left = end - time.monotonic()
+        waited = gpu_share.credited() - credit0 if shared else 0.0
+        left = end + waited - time.monotonic()
         if left <= 0:
-            raise subprocess.TimeoutExpired(proc.args, timeout_s)
+            raise subprocess.TimeoutExpired(proc.args, timeout_s + waited)
         try:
             return proc.wait(timeout=min(0.5, left))
         except subprocess.TimeoutExpired:
@@ -319,11 +327,14 @@ def run_child(
             _kill_group(proc)
             wall = time.perf_counter() - t0
             return ChildFailure("cancelled", f"stopped by its caller after {wall:.0f} s", _tail(log_path), wall)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as e:
             _kill_group(proc)
+            waited = f" ({timeout_s:g} s + {e.timeout - timeout_s:.0f} s waited for the shared GPU)"
             return ChildFailure(
                 "timeout",
-                f"evaluation exceeded {timeout_s:g} s and was killed (hang or infinite loop?)",
+                f"evaluation exceeded {e.timeout:.6g} s"
+                + (waited if e.timeout > timeout_s + 0.5 else "")
+                + " and was killed (hang or infinite loop?)",
                 _tail(log_path),
                 time.perf_counter() - t0,
             )

@@ -289,6 +289,28 @@ def test_a_launch_on_a_shared_gpu_gets_its_waits_added_to_its_limit(tmp_path, sl
     assert result.gpu_wait_s == 2.0
 
 
+@pytest.mark.parametrize("waited, timed_out", [("2.0", False), ("", True)])
+def test_a_child_on_a_shared_gpu_gets_the_launchs_waits_added_to_its_limit(monkeypatch, tmp_path, waited, timed_out):
+    """A capture or review child that waited for the shared GPU is not killed for that time (1 s limit, 2 s run)."""
+    from kernelskill.runner.sandbox import ChildFailure, run_child
+
+    log = tmp_path / "waits.txt"
+    log.write_text("5.0\n")  # waits of the launch before the child started: no credit for it
+    monkeypatch.setenv(gpu_share.WAIT_LOG_ENV, str(log))
+    (tmp_path / "waiting_child.py").write_text(
+        "import os, sys, time\n"
+        f"open(os.environ['{gpu_share.WAIT_LOG_ENV}'], 'a').write('{waited}\\n' if '{waited}' else '')\n"
+        "time.sleep(2.0)\n"
+    )
+    out = run_child("waiting_child", {}, tmp_path, "w", 1.0)
+    assert isinstance(out, ChildFailure)  # it writes no result either way
+    assert (out.status == "timeout") is timed_out
+    if timed_out:
+        assert "exceeded 1 s and was killed" in out.digest
+    else:
+        assert out.status == "crashed" and out.wall_s >= 2.0
+
+
 def test_a_compile_gives_its_share_up_and_a_timing_runs_meanwhile(tmp_path):
     """A shared holder that compiles under released(): a timing asked meanwhile runs at once, not after the
     compile, and the compiler's share comes back only once the timing is done."""
