@@ -144,17 +144,10 @@ class SubprocessLauncher:
                 proc = subprocess.Popen(job.cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
                 self._running[proc.pid] = proc
             timed_out = False
+            # the limit, plus the time this launch waits for a shared GPU (its log is fresh: all of it)
+            credit = (lambda: gpu_share.credited(waits, job.timeout_s)) if waits else None
             try:
-                while True:  # the limit, plus the time this launch waited for a shared GPU
-                    limit = job.timeout_s + (gpu_share.credited(waits, job.timeout_s) if waits else 0.0)
-                    left = limit - (time.monotonic() - t0)
-                    if left <= 0:
-                        raise subprocess.TimeoutExpired(job.cmd, limit)
-                    try:
-                        proc.wait(timeout=min(left, 5.0) if waits else left)
-                        break
-                    except subprocess.TimeoutExpired:
-                        continue
+                gpu_share.wait_credited(proc, job.timeout_s, credit, poll_s=5.0)
             except subprocess.TimeoutExpired as e:
                 timed_out = True
                 kill_task_tree(proc.pid)

@@ -41,9 +41,11 @@ import functools
 import importlib
 import os
 import re
+import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -156,6 +158,36 @@ def credited(path: str | None = None, cap: float | None = None) -> float:
         raw = os.environ.get(WAIT_MAX_ENV, "").strip()
         cap = float(raw) if raw else None
     return total if cap is None else min(total, cap)
+
+
+def wait_credited(
+    proc: subprocess.Popen[Any],
+    timeout_s: float,
+    credit: Callable[[], float] | None = None,
+    poll_s: float = 0.5,
+    cancel: threading.Event | None = None,
+) -> int | None:
+    """``proc``'s exit code, or None once ``cancel`` is set; ``TimeoutExpired`` once the limit is reached.
+
+    The limit: ``timeout_s``, plus what ``credit()`` (e.g. :func:`credited`: the time the launch waited for
+    the shared GPU) grew by since the call, read every ``poll_s`` seconds; the exception's ``timeout`` is
+    the limit reached. Without ``credit`` and ``cancel``, a plain wait.
+    """
+    if credit is None and cancel is None:
+        return proc.wait(timeout=timeout_s)
+    credit0 = credit() if credit else 0.0
+    end = time.monotonic() + timeout_s
+    while True:
+        if cancel is not None and cancel.is_set():
+            return None
+        grown = credit() - credit0 if credit else 0.0
+        left = end + grown - time.monotonic()
+        if left <= 0:
+            raise subprocess.TimeoutExpired(proc.args, timeout_s + grown)
+        try:
+            return proc.wait(timeout=min(poll_s, left))
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _enter_shared(h: _Holder) -> float:

@@ -223,35 +223,6 @@ def _status(out: ChildFailure) -> ReviewStatus:
     return "timeout" if out.status == "timeout" else "crashed"
 
 
-class _Cancelled(Exception):
-    """The caller of :func:`run_child` set its ``cancel`` event."""
-
-
-def _wait(proc: subprocess.Popen[str], timeout_s: float, cancel: threading.Event | None) -> int:
-    """``proc``'s exit code; ``TimeoutExpired`` after ``timeout_s``, :class:`_Cancelled` once ``cancel`` is set.
-
-    On a shared GPU (a wait log, ``gpu_share.WAIT_LOG_ENV``) the limit grows by the time this launch's
-    processes wait for the GPU meanwhile, as the launch's deadline does (``graph/deadline.py``): a capture
-    queued behind other workers' timings is not killed for time it spent waiting.
-    """
-    shared = bool(os.environ.get(gpu_share.WAIT_LOG_ENV, "").strip())
-    if cancel is None and not shared:
-        return proc.wait(timeout=timeout_s)
-    credit0 = gpu_share.credited() if shared else 0.0
-    end = time.monotonic() + timeout_s
-    while True:
-        if cancel is not None and cancel.is_set():
-            raise _Cancelled
-        waited = gpu_share.credited() - credit0 if shared else 0.0
-        left = end + waited - time.monotonic()
-        if left <= 0:
-            raise subprocess.TimeoutExpired(proc.args, timeout_s + waited)
-        try:
-            return proc.wait(timeout=min(0.5, left))
-        except subprocess.TimeoutExpired:
-            continue
-
-
 @dataclass
 class ChildFailure:
     """A child process that timed out (``timeout``), died unreported (``crashed``) or was stopped (``cancelled``)."""
@@ -321,23 +292,26 @@ def run_child(
             proc.stdin.close()
         except OSError:  # it died before reading: reported below
             pass
+        # on a shared GPU the limit grows by the time the launch waits for the GPU meanwhile, as its deadline
+        # does (graph/deadline.py): a capture queued behind other workers' timings is not killed for it
+        shared = bool(os.environ.get(gpu_share.WAIT_LOG_ENV, "").strip())
         try:
-            code = _wait(proc, timeout_s, cancel)
-        except _Cancelled:
-            _kill_group(proc)
-            wall = time.perf_counter() - t0
-            return ChildFailure("cancelled", f"stopped by its caller after {wall:.0f} s", _tail(log_path), wall)
+            code = gpu_share.wait_credited(proc, timeout_s, gpu_share.credited if shared else None, cancel=cancel)
         except subprocess.TimeoutExpired as e:
             _kill_group(proc)
-            waited = f" ({timeout_s:g} s + {e.timeout - timeout_s:.0f} s waited for the shared GPU)"
+            limit, extra = f"{timeout_s:g} s", e.timeout - timeout_s
+            if extra > 0.5:
+                limit = f"{e.timeout:.6g} s ({limit} + {extra:.0f} s waited for the shared GPU)"
             return ChildFailure(
                 "timeout",
-                f"evaluation exceeded {e.timeout:.6g} s"
-                + (waited if e.timeout > timeout_s + 0.5 else "")
-                + " and was killed (hang or infinite loop?)",
+                f"evaluation exceeded {limit} and was killed (hang or infinite loop?)",
                 _tail(log_path),
                 time.perf_counter() - t0,
             )
+        if code is None:  # cancel was set
+            _kill_group(proc)
+            wall = time.perf_counter() - t0
+            return ChildFailure("cancelled", f"stopped by its caller after {wall:.0f} s", _tail(log_path), wall)
     wall = time.perf_counter() - t0
     _kill_group(proc)  # leftovers (threads, children) never outlive the evaluation
     if code != 0 or not res_path.exists():
